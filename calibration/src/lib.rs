@@ -1,0 +1,1 @@
+//! calibration (work in progress).

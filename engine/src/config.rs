@@ -1,0 +1,159 @@
+//! Engine settings, with vLLM's option names and defaults where vLLM has them.
+//!
+//! Contract: an [`EngineConfig`] is fixed at construction of the engine;
+//! [`EngineConfig::validate`] rejects impossible combinations before anything
+//! runs, with an error that names the option and says how to fix it.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Hash used for prefix-cache block hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HashAlgo {
+    /// SHA-256 over the parent hash, the block's tokens and extra keys (vLLM's default).
+    #[default]
+    Sha256,
+    /// A fast non-cryptographic 64-bit hash (collisions are possible in principle;
+    /// fine for simulation, not for multi-tenant isolation guarantees).
+    Fast,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Most sequences running at once.
+    pub max_num_seqs: usize,
+    /// Token budget of one step; with chunked prefill this *is* the chunk size.
+    pub max_num_batched_tokens: usize,
+    /// Longest sequence (prompt + output) the engine accepts.
+    pub max_model_len: usize,
+    pub enable_chunked_prefill: bool,
+    /// Cap on tokens a single prefilling request takes in one step; 0 = no cap.
+    pub long_prefill_token_threshold: usize,
+    /// Tokens per KV-cache block.
+    pub block_size: usize,
+    pub enable_prefix_caching: bool,
+    pub prefix_caching_hash_algo: HashAlgo,
+    /// KV-cache blocks, including the null block. When `None`, the runner
+    /// derives it from `gpu_memory_utilization` (real mode) or the cost model's
+    /// GPU memory (sim mode).
+    pub num_gpu_blocks: Option<usize>,
+    pub gpu_memory_utilization: f64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_num_seqs: 256,
+            max_num_batched_tokens: 2048,
+            max_model_len: 4096,
+            enable_chunked_prefill: true,
+            long_prefill_token_threshold: 0,
+            block_size: 16,
+            enable_prefix_caching: true,
+            prefix_caching_hash_algo: HashAlgo::Sha256,
+            num_gpu_blocks: None,
+            gpu_memory_utilization: 0.9,
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ConfigError {
+    #[error("{option} = {value} is invalid: {fix}")]
+    Invalid {
+        option: &'static str,
+        value: String,
+        fix: String,
+    },
+}
+
+fn invalid(option: &'static str, value: impl ToString, fix: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        option,
+        value: value.to_string(),
+        fix: fix.into(),
+    }
+}
+
+impl EngineConfig {
+    /// Blocks needed to hold `tokens` tokens.
+    pub fn blocks_for(&self, tokens: usize) -> usize {
+        tokens.div_ceil(self.block_size.max(1))
+    }
+
+    /// Rejects settings no engine could run with.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.block_size == 0 {
+            return Err(invalid("block_size", 0, "use a positive block size (16 is vLLM's default)"));
+        }
+        if self.max_model_len == 0 {
+            return Err(invalid("max_model_len", 0, "use a positive length"));
+        }
+        if self.max_num_seqs == 0 {
+            return Err(invalid("max_num_seqs", 0, "use at least 1"));
+        }
+        if self.max_num_batched_tokens == 0 {
+            return Err(invalid("max_num_batched_tokens", 0, "use at least 1"));
+        }
+        if !self.enable_chunked_prefill && self.max_num_batched_tokens < self.max_model_len {
+            return Err(invalid(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                format!(
+                    "with enable_chunked_prefill = false a whole prompt must fit in one step: \
+                     set max_num_batched_tokens >= max_model_len ({}) or enable chunked prefill",
+                    self.max_model_len
+                ),
+            ));
+        }
+        if self.max_num_batched_tokens < self.max_num_seqs {
+            return Err(invalid(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                format!(
+                    "must be >= max_num_seqs ({}) so every running sequence can decode in one step",
+                    self.max_num_seqs
+                ),
+            ));
+        }
+        if self.long_prefill_token_threshold > self.max_model_len {
+            return Err(invalid(
+                "long_prefill_token_threshold",
+                self.long_prefill_token_threshold,
+                format!("must be <= max_model_len ({}); 0 disables it", self.max_model_len),
+            ));
+        }
+        if !(self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0) {
+            return Err(invalid(
+                "gpu_memory_utilization",
+                self.gpu_memory_utilization,
+                "use a fraction in (0, 1]",
+            ));
+        }
+        if let Some(blocks) = self.num_gpu_blocks {
+            self.validate_num_blocks(blocks)?;
+        }
+        Ok(())
+    }
+
+    /// Rejects a KV pool that cannot hold one request of `max_model_len` tokens
+    /// (the null block is not usable).
+    pub fn validate_num_blocks(&self, num_gpu_blocks: usize) -> Result<(), ConfigError> {
+        let needed = self.blocks_for(self.max_model_len) + 1;
+        if num_gpu_blocks < needed {
+            return Err(invalid(
+                "num_gpu_blocks",
+                num_gpu_blocks,
+                format!(
+                    "the KV pool must hold one request of max_model_len = {} tokens: \
+                     at least {needed} blocks of {} tokens (null block included); \
+                     raise num_gpu_blocks / gpu_memory_utilization or lower max_model_len",
+                    self.max_model_len, self.block_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+//! Block pool, block hashing and the prefix-cache-aware KV-cache manager.

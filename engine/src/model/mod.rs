@@ -1,0 +1,13 @@
+//! Qwen3: configuration and weights, shared by every runner.
+//!
+//! Contract: weights live on the host as bf16 [`HostTensor`]s with Hugging Face
+//! names and shapes (`[out_features, in_features]` for linear layers). They come
+//! from `*.safetensors` files or from a seed; synthetic weights are generated
+//! on the host, so every backend gets bit-identical values and their outputs
+//! can be compared.
+
+pub mod config;
+pub mod weights;
+
+pub use config::{ModelError, Qwen3Config};
+pub use weights::{HostTensor, LayerWeights, Qwen3Weights};

@@ -1,0 +1,144 @@
+//! The boundary between the scheduler and whatever computes a batch.
+//!
+//! Contract: [`ModelRunner::execute`] receives one scheduled batch. Each
+//! [`ScheduledSeq`] computes `token_ids` at positions
+//! `start_pos .. start_pos + token_ids.len()`, attending to the `start_pos`
+//! tokens already in its KV blocks (computed earlier or found in the prefix
+//! cache) and to its own new tokens causally. The runner writes the new K/V
+//! into the slots given by `block_table` (position `p` lives in block
+//! `block_table[p / block_size]`, offset `p % block_size`), for every sequence of
+//! a layer before that layer's attention, because a sequence may read blocks
+//! that another sequence of the same batch writes (prefix-cache hit on a block
+//! scheduled in the same step). It returns one sampled token per sequence with
+//! `samples == true`, in batch order.
+//!
+//! [`BatchShape`] is the batch's composition without token values: what cost
+//! models and step records need.
+
+use crate::request::RequestId;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// One sequence's share of a step.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduledSeq<'a> {
+    pub request_id: RequestId,
+    /// Tokens computed this step.
+    pub token_ids: &'a [u32],
+    /// Tokens of this sequence already in the KV cache (its context).
+    pub start_pos: usize,
+    /// KV block ids covering at least `start_pos + token_ids.len()` positions.
+    pub block_table: &'a [u32],
+    /// Whether the last computed token yields an output token this step
+    /// (false for a prefill chunk that does not reach the end of the prompt).
+    pub samples: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduledBatch<'a> {
+    pub seqs: Vec<ScheduledSeq<'a>>,
+    pub block_size: usize,
+}
+
+impl ScheduledBatch<'_> {
+    pub fn num_tokens(&self) -> usize {
+        self.seqs.iter().map(|s| s.token_ids.len()).sum()
+    }
+
+    pub fn shape(&self) -> BatchShape {
+        BatchShape {
+            seqs: self
+                .seqs
+                .iter()
+                .map(|s| SeqShape {
+                    new_tokens: s.token_ids.len() as u32,
+                    context_before: s.start_pos as u32,
+                    samples: s.samples,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A sequence's share of a step, without token values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqShape {
+    pub new_tokens: u32,
+    pub context_before: u32,
+    pub samples: bool,
+}
+
+impl SeqShape {
+    /// A decode: one new token after a non-empty context, producing a token.
+    pub fn is_decode(&self) -> bool {
+        self.new_tokens == 1 && self.context_before > 0 && self.samples
+    }
+}
+
+/// Composition of one step's batch: what a cost model prices.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchShape {
+    pub seqs: Vec<SeqShape>,
+}
+
+impl BatchShape {
+    pub fn num_tokens(&self) -> usize {
+        self.seqs.iter().map(|s| s.new_tokens as usize).sum()
+    }
+    pub fn num_decodes(&self) -> usize {
+        self.seqs.iter().filter(|s| s.is_decode()).count()
+    }
+    pub fn num_prefills(&self) -> usize {
+        self.seqs.len() - self.num_decodes()
+    }
+    pub fn prefill_tokens(&self) -> usize {
+        self.seqs.iter().filter(|s| !s.is_decode()).map(|s| s.new_tokens as usize).sum()
+    }
+    pub fn num_sampled(&self) -> usize {
+        self.seqs.iter().filter(|s| s.samples).count()
+    }
+    pub fn is_decode_only(&self) -> bool {
+        !self.seqs.is_empty() && self.seqs.iter().all(|s| s.is_decode())
+    }
+}
+
+/// What a runner returns for one batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunnerOutput {
+    /// One token per sequence with `samples == true`, in batch order.
+    pub sampled: Vec<u32>,
+    /// Step duration predicted by a cost model (simulated runner only); real
+    /// runners leave it `None` and the wall clock measures the step.
+    pub modeled_seconds: Option<f64>,
+}
+
+#[derive(Debug, Error)]
+pub enum RunnerError {
+    #[error("no usable GPU: {0}")]
+    NoDevice(String),
+    #[error("kernel compilation failed: {message}\n{log}")]
+    Compile { message: String, log: String },
+    #[error(
+        "too little GPU memory for the KV cache: {free_bytes} bytes free after weights, \
+         {needed_blocks} blocks needed, {fitting_blocks} fit; raise gpu_memory_utilization or lower max_model_len"
+    )]
+    OutOfMemory {
+        free_bytes: u64,
+        needed_blocks: usize,
+        fitting_blocks: usize,
+    },
+    #[error("model: {0}")]
+    Model(String),
+    #[error("device error: {0}")]
+    Device(String),
+    #[error("batch rejected: {0}")]
+    BadBatch(String),
+}
+
+/// Executes scheduled batches. Implemented by the CPU reference runner, the
+/// CUDA runner and `sim`'s simulated runner.
+pub trait ModelRunner {
+    /// Blocks of `block_size` tokens in this runner's KV cache, null block included.
+    fn num_kv_blocks(&self) -> usize;
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError>;
+}

@@ -1,0 +1,1 @@
+//! vLLM v1 scheduling rules (see DESIGN.md "Scheduler semantics").

@@ -1,0 +1,4 @@
+//! `exp`: run named experiments (work in progress).
+fn main() -> anyhow::Result<()> {
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! figures (work in progress).

@@ -1,0 +1,1 @@
+//! sim (work in progress).
