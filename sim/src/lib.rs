@@ -1,1 +1,2 @@
-//! sim (work in progress).
+//! Discrete-event simulator (work in progress).
+pub mod gpu;
