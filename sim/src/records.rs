@@ -1,0 +1,64 @@
+//! What every run (real or simulated) records.
+//!
+//! Contract: times are seconds since the run started, on the run's clock.
+//! Both modes write identical record types, so every difference between a
+//! real and a simulated run of the same workload is a cost-model error.
+
+use engine::BatchShape;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub id: u64,
+    /// Label of the workload's choosing (client, tenant, batch, phase, ...).
+    pub tag: String,
+    pub arrival_s: f64,
+    pub prompt_tokens: usize,
+    pub max_tokens: usize,
+    /// Prompt tokens found in the prefix cache at (last) admission.
+    pub cached_tokens: usize,
+    pub preemptions: usize,
+    /// Time of every output token; the first is the first token.
+    pub token_times_s: Vec<f64>,
+    pub finish_s: Option<f64>,
+    /// `length`, `stop`, `aborted`, or `unfinished`.
+    pub finish_reason: String,
+}
+
+impl RequestRecord {
+    pub fn ttft_s(&self) -> Option<f64> {
+        self.token_times_s.first().map(|t| t - self.arrival_s)
+    }
+    /// Gaps between consecutive output tokens.
+    pub fn itls_s(&self) -> impl Iterator<Item = f64> + '_ {
+        self.token_times_s.windows(2).map(|w| w[1] - w[0])
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Index of the engine (replica) that ran the step.
+    pub engine: usize,
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub scheduled_tokens: usize,
+    pub prefill_seqs: usize,
+    pub decode_seqs: usize,
+    pub prefill_tokens: usize,
+    /// Sum over sequences of the context after the step.
+    pub context_tokens: usize,
+    pub max_context: usize,
+    pub kv_blocks_used: usize,
+    /// The batch's full composition, for re-pricing with another cost model.
+    #[serde(skip)]
+    pub shape: BatchShape,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunRecords {
+    pub requests: Vec<RequestRecord>,
+    pub steps: Vec<StepRecord>,
+    /// (queried prompt tokens, hit tokens) summed over engines.
+    pub prefix_cache_queries: u64,
+    pub prefix_cache_hits: u64,
+}
