@@ -16,7 +16,7 @@ pub mod workload;
 
 pub use clock::{Clock, VirtualClock, WallClock};
 pub use cost::{CostModel, ModelShape, RooflineModel};
-pub use event_loop::{run, RunError};
+pub use event_loop::RunError;
 pub use gpu::GpuSpec;
 pub use records::{RequestRecord, RunRecords, StepRecord};
 pub use sim_runner::SimRunner;
