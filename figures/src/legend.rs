@@ -147,11 +147,13 @@ mod tests {
 
     #[test]
     fn lines_between_points_count_as_covered() {
-        // Two points only, joined by a line through the upper left corner:
-        // no data point lies there, the line does.
+        // The line from (0, 3) to (3, 10) crosses the upper left corner
+        // without a data point there; each other corner holds one point.
         let c = chart(vec![
-            vec![(0.0, 0.5), (0.4, 1.0), (10.0, 1.0)],
-            vec![(0.0, 0.0), (10.0, 0.0)],
+            vec![(0.0, 3.0), (3.0, 10.0)],
+            vec![(10.0, 10.0)],
+            vec![(10.0, 0.0)],
+            vec![(0.0, 0.0)],
         ]);
         assert_ne!(placed(&c).corner, Corner::UpperLeft);
     }
