@@ -12,7 +12,7 @@ pub trait CostModel: Send + Sync {
 }
 
 /// The model dimensions a cost model needs (from `engine::model::Qwen3Config`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelShape {
     pub num_layers: usize,
     pub hidden: usize,

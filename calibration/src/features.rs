@@ -1,0 +1,151 @@
+//! The cost terms a calibrated profile is linear in.
+//!
+//! Contract: a step's predicted time is `features(shape) · coefficients`, with
+//! every coefficient a time (seconds per unit of its feature) and never
+//! negative. Terms:
+//! - a constant per step, one for decode-only steps (replayed from a CUDA
+//!   graph) and one for every other step (launched eagerly);
+//! - the dense part (all linear layers, norms, activations) as a piecewise-
+//!   linear curve in the step's token count, one coefficient per knot (hat
+//!   basis), because GEMM time is flat while memory bound and then grows with
+//!   tokens in steps that no single line fits;
+//! - the LM head as a piecewise-linear curve in the number of sampled
+//!   sequences (it runs only for those);
+//! - attention: KV tokens read by decodes, query-key pairs computed by prefill
+//!   chunks, and a per-sequence cost for each kind.
+
+use engine::BatchShape;
+
+/// Token counts at which the dense curve has a knot.
+pub const DENSE_KNOTS: [f64; 15] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+    16384.0,
+];
+/// Sampled-sequence counts at which the LM-head curve has a knot.
+pub const LM_KNOTS: [f64; 8] = [1.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
+pub const NUM_FEATURES: usize = 2 + DENSE_KNOTS.len() + LM_KNOTS.len() + 4;
+
+/// Index of the first dense knot coefficient.
+pub const DENSE_START: usize = 2;
+pub const LM_START: usize = DENSE_START + DENSE_KNOTS.len();
+pub const DECODE_KV: usize = LM_START + LM_KNOTS.len();
+pub const DECODE_SEQ: usize = DECODE_KV + 1;
+pub const PREFILL_PAIRS: usize = DECODE_KV + 2;
+pub const PREFILL_SEQ: usize = DECODE_KV + 3;
+
+/// Adds the hat-basis weights of `x` over `knots` into `out` (linear
+/// interpolation inside, linear extrapolation from the last segment above, and
+/// 0 for x = 0).
+fn hat_weights(x: f64, knots: &[f64], out: &mut [f64]) {
+    if x <= 0.0 {
+        return;
+    }
+    let n = knots.len();
+    if x <= knots[0] {
+        // Scale the first knot's value down toward zero work.
+        out[0] += x / knots[0];
+        return;
+    }
+    let seg = knots.windows(2).position(|w| x <= w[1]).unwrap_or(n - 2);
+    let (a, b) = (knots[seg], knots[seg + 1]);
+    let t = (x - a) / (b - a);
+    out[seg] += 1.0 - t;
+    out[seg + 1] += t;
+}
+
+/// The feature vector of one step.
+pub fn features(shape: &BatchShape) -> [f64; NUM_FEATURES] {
+    let mut f = [0.0; NUM_FEATURES];
+    if shape.seqs.is_empty() {
+        return f;
+    }
+    if shape.is_decode_only() {
+        f[0] = 1.0;
+    } else {
+        f[1] = 1.0;
+    }
+    hat_weights(
+        shape.num_tokens() as f64,
+        &DENSE_KNOTS,
+        &mut f[DENSE_START..LM_START],
+    );
+    hat_weights(
+        shape.num_sampled() as f64,
+        &LM_KNOTS,
+        &mut f[LM_START..DECODE_KV],
+    );
+    for s in &shape.seqs {
+        let ctx = s.context_before as f64;
+        let new = s.new_tokens as f64;
+        if s.is_decode() {
+            f[DECODE_KV] += ctx + 1.0;
+            f[DECODE_SEQ] += 1.0;
+        } else {
+            // Query-key pairs under a causal mask: each new token sees the
+            // context and the new tokens before it.
+            f[PREFILL_PAIRS] += new * (ctx + (new + 1.0) / 2.0);
+            f[PREFILL_SEQ] += 1.0;
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::SeqShape;
+
+    fn decode(ctx: u32) -> SeqShape {
+        SeqShape {
+            new_tokens: 1,
+            context_before: ctx,
+            samples: true,
+        }
+    }
+
+    #[test]
+    fn hat_weights_interpolate_and_sum_to_one_inside() {
+        let mut w = [0.0; 3];
+        hat_weights(3.0, &[2.0, 4.0, 8.0], &mut w);
+        assert_eq!(w, [0.5, 0.5, 0.0]);
+        let mut w = [0.0; 3];
+        hat_weights(16.0, &[2.0, 4.0, 8.0], &mut w);
+        // Extrapolates the last segment: value(16) = value(8) + 2 * (value(8) - value(4)).
+        assert_eq!(w, [0.0, -2.0, 3.0]);
+    }
+
+    #[test]
+    fn decode_batch_features() {
+        let shape = BatchShape {
+            seqs: vec![decode(99), decode(199)],
+        };
+        let f = features(&shape);
+        assert_eq!(f[0], 1.0);
+        assert_eq!(f[1], 0.0);
+        assert_eq!(f[DENSE_START + 1], 1.0); // 2 tokens: knot 2
+        assert_eq!(f[DECODE_KV], 300.0);
+        assert_eq!(f[DECODE_SEQ], 2.0);
+        assert_eq!(f[PREFILL_SEQ], 0.0);
+    }
+
+    #[test]
+    fn prefill_chunk_counts_causal_pairs_and_no_lm_head_when_not_sampling() {
+        let shape = BatchShape {
+            seqs: vec![SeqShape {
+                new_tokens: 4,
+                context_before: 10,
+                samples: false,
+            }],
+        };
+        let f = features(&shape);
+        assert_eq!(f[1], 1.0);
+        assert_eq!(f[PREFILL_PAIRS], 4.0 * (10.0 + 2.5));
+        assert!(f[LM_START..DECODE_KV].iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn empty_batch_costs_nothing() {
+        assert!(features(&BatchShape::default()).iter().all(|&x| x == 0.0));
+    }
+}

@@ -1,0 +1,134 @@
+//! Fitting a [`CostProfile`] to measured steps.
+//!
+//! Contract: [`fit`] takes measured (batch shape, seconds) samples, holds out
+//! every `HOLDOUT_EVERY`-th sample, fits the remaining ones by non-negative
+//! least squares on *relative* error (each row is divided by its measured
+//! time, so a 1 ms decode step counts as much as a 30 ms prefill), and reports
+//! the error on the held-out samples. Knots no sample exercises are filled by
+//! continuing the curve's last fitted segment, so the profile never predicts a
+//! zero cost for a batch larger than any it was measured on.
+
+use crate::features::{features, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES};
+use crate::nnls::nnls;
+use crate::profile::{CostProfile, Provenance};
+use engine::BatchShape;
+use sim::{CostModel, GpuSpec, ModelShape};
+use thiserror::Error;
+
+/// Every n-th sample is held out of the fit.
+pub const HOLDOUT_EVERY: usize = 5;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub shape: BatchShape,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum FitError {
+    #[error("only {0} usable samples; the fit needs at least {1}")]
+    TooFewSamples(usize, usize),
+}
+
+/// The result of a fit: the profile and the errors behind its provenance.
+#[derive(Debug, Clone)]
+pub struct Fit {
+    pub profile: CostProfile,
+    /// |relative error| in percent of each held-out sample, in sample order.
+    pub holdout_errors_pct: Vec<f64>,
+}
+
+/// Percentile (0..=100) by linear interpolation between closest ranks.
+pub fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = p / 100.0 * (v.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (rank - lo as f64)
+}
+
+pub fn relative_error_pct(predicted: f64, measured: f64) -> f64 {
+    (predicted - measured).abs() / measured * 100.0
+}
+
+pub fn fit(
+    samples: &[Sample],
+    gpu: GpuSpec,
+    model: ModelShape,
+    mut provenance: Provenance,
+) -> Result<Fit, FitError> {
+    let usable: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.seconds.is_finite() && s.seconds > 0.0 && !s.shape.seqs.is_empty())
+        .collect();
+    let min = 2 * NUM_FEATURES;
+    if usable.len() < min {
+        return Err(FitError::TooFewSamples(usable.len(), min));
+    }
+    let (mut rows, mut rhs, mut held) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, s) in usable.iter().enumerate() {
+        if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 {
+            held.push(*s);
+            continue;
+        }
+        rows.push(features(&s.shape).iter().map(|f| f / s.seconds).collect());
+        rhs.push(1.0);
+    }
+    let solved = nnls(&rows, &rhs, 200_000);
+    let mut coefficients = [0.0; NUM_FEATURES];
+    coefficients.copy_from_slice(&solved);
+    let exercised = |j: usize| rows.iter().any(|r: &Vec<f64>| r[j] != 0.0);
+    fill_unexercised(&mut coefficients, DENSE_START, &DENSE_KNOTS, &exercised);
+    fill_unexercised(&mut coefficients, LM_START, &LM_KNOTS, &exercised);
+
+    provenance.samples = usable.len();
+    let mut profile = CostProfile::from_coefficients(&coefficients, gpu, model, provenance);
+    let holdout_errors_pct: Vec<f64> = held
+        .iter()
+        .map(|s| relative_error_pct(profile.step_seconds(&s.shape), s.seconds))
+        .collect();
+    profile.provenance.holdout_error_pct_median = percentile(&holdout_errors_pct, 50.0);
+    profile.provenance.holdout_error_pct_p90 = percentile(&holdout_errors_pct, 90.0);
+    Ok(Fit {
+        profile,
+        holdout_errors_pct,
+    })
+}
+
+/// Continues a curve past (and before) its exercised knots: above the last
+/// exercised knot along the last fitted segment's slope, below the first at its value.
+fn fill_unexercised(
+    c: &mut [f64; NUM_FEATURES],
+    start: usize,
+    knots: &[f64],
+    exercised: &dyn Fn(usize) -> bool,
+) {
+    let used: Vec<usize> = (0..knots.len()).filter(|&i| exercised(start + i)).collect();
+    let (Some(&first), Some(&last)) = (used.first(), used.last()) else {
+        return;
+    };
+    for i in 0..first {
+        c[start + i] = c[start + first];
+    }
+    let slope = match used.len() {
+        1 => c[start + last] / knots[last],
+        _ => {
+            let prev = used[used.len() - 2];
+            ((c[start + last] - c[start + prev]) / (knots[last] - knots[prev])).max(0.0)
+        }
+    };
+    for i in last + 1..knots.len() {
+        c[start + i] = c[start + last] + slope * (knots[i] - knots[last]);
+    }
+    // Knots between exercised ones that no sample touched: interpolate.
+    for w in used.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        for i in a + 1..b {
+            let t = (knots[i] - knots[a]) / (knots[b] - knots[a]);
+            c[start + i] = c[start + a] + t * (c[start + b] - c[start + a]);
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! A calibrated cost profile: what one runner on one GPU costs per step.
+//!
+//! Contract: a [`CostProfile`] is a RON file with its provenance (GPU, model,
+//! engine commit, date, fit error) and the coefficients of the terms in
+//! [`crate::features`], stored as named, readable fields (times in seconds).
+//! It implements `sim::CostModel`; prediction is the dot product of the step's
+//! features with the coefficients. The measured GPU's datasheet entry travels
+//! with the profile so it can be transferred to another GPU
+//! ([`crate::transfer`]).
+
+use crate::features::{
+    features, DECODE_KV, DECODE_SEQ, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES,
+    PREFILL_PAIRS, PREFILL_SEQ,
+};
+use engine::BatchShape;
+use serde::{Deserialize, Serialize};
+use sim::{CostModel, GpuSpec, ModelShape};
+use std::path::Path;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{path}: line {line}, column {column}: {message}")]
+    Parse {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: {field} must be a finite number >= 0 (found {value})")]
+    BadValue {
+        path: String,
+        field: String,
+        value: f64,
+    },
+    #[error("{path}: {field} has {found} knots, expected {expected}")]
+    BadKnots {
+        path: String,
+        field: &'static str,
+        found: usize,
+        expected: usize,
+    },
+}
+
+/// Where a profile comes from and how well it fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// Device name as the driver reports it, or the datasheet key for a transfer.
+    pub device: String,
+    /// Model preset or directory.
+    pub model: String,
+    pub engine_commit: String,
+    /// UTC date of the measurement.
+    pub date: String,
+    /// How it was made: `measured`, or `transferred from <profile>`.
+    pub method: String,
+    pub samples: usize,
+    /// Median and 90th percentile of |predicted - measured| / measured on grid
+    /// points held out of the fit, in percent.
+    pub holdout_error_pct_median: f64,
+    pub holdout_error_pct_p90: f64,
+}
+
+/// A value of a piecewise-linear curve at one knot.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Knot {
+    pub at: f64,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostProfile {
+    pub provenance: Provenance,
+    /// Datasheet of the GPU the coefficients hold for.
+    pub gpu: GpuSpec,
+    /// Shape of the model the coefficients hold for.
+    pub model: ModelShape,
+    /// Fixed cost of a decode-only step (CUDA-graph replay, host work).
+    pub step_overhead_graph_s: f64,
+    /// Fixed cost of any other step (eager launches, host work).
+    pub step_overhead_eager_s: f64,
+    /// Dense layers by step token count (knots at `features::DENSE_KNOTS`).
+    pub dense: Vec<Knot>,
+    /// LM head by sampled sequences (knots at `features::LM_KNOTS`).
+    pub lm_head: Vec<Knot>,
+    pub decode_s_per_kv_token: f64,
+    pub decode_s_per_seq: f64,
+    pub prefill_s_per_qk_pair: f64,
+    pub prefill_s_per_seq: f64,
+}
+
+impl CostProfile {
+    /// Builds a profile from a coefficient vector ordered as `features`.
+    pub fn from_coefficients(
+        c: &[f64; NUM_FEATURES],
+        gpu: GpuSpec,
+        model: ModelShape,
+        provenance: Provenance,
+    ) -> Self {
+        let knots = |at: &[f64], start: usize| {
+            at.iter()
+                .enumerate()
+                .map(|(i, &a)| Knot {
+                    at: a,
+                    seconds: c[start + i],
+                })
+                .collect()
+        };
+        Self {
+            provenance,
+            gpu,
+            model,
+            step_overhead_graph_s: c[0],
+            step_overhead_eager_s: c[1],
+            dense: knots(&DENSE_KNOTS, DENSE_START),
+            lm_head: knots(&LM_KNOTS, LM_START),
+            decode_s_per_kv_token: c[DECODE_KV],
+            decode_s_per_seq: c[DECODE_SEQ],
+            prefill_s_per_qk_pair: c[PREFILL_PAIRS],
+            prefill_s_per_seq: c[PREFILL_SEQ],
+        }
+    }
+
+    /// The coefficient vector ordered as `features`.
+    pub fn coefficients(&self) -> [f64; NUM_FEATURES] {
+        let mut c = [0.0; NUM_FEATURES];
+        c[0] = self.step_overhead_graph_s;
+        c[1] = self.step_overhead_eager_s;
+        for (i, k) in self.dense.iter().enumerate().take(DENSE_KNOTS.len()) {
+            c[DENSE_START + i] = k.seconds;
+        }
+        for (i, k) in self.lm_head.iter().enumerate().take(LM_KNOTS.len()) {
+            c[LM_START + i] = k.seconds;
+        }
+        c[DECODE_KV] = self.decode_s_per_kv_token;
+        c[DECODE_SEQ] = self.decode_s_per_seq;
+        c[PREFILL_PAIRS] = self.prefill_s_per_qk_pair;
+        c[PREFILL_SEQ] = self.prefill_s_per_seq;
+        c
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError::Io {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        let profile: Self = ron::from_str(&text).map_err(|e| ProfileError::Parse {
+            path: shown.clone(),
+            line: e.position.line,
+            column: e.position.col,
+            message: e.code.to_string(),
+        })?;
+        profile.check(&shown)?;
+        Ok(profile)
+    }
+
+    fn check(&self, path: &str) -> Result<(), ProfileError> {
+        if self.dense.len() != DENSE_KNOTS.len() {
+            return Err(ProfileError::BadKnots {
+                path: path.into(),
+                field: "dense",
+                found: self.dense.len(),
+                expected: DENSE_KNOTS.len(),
+            });
+        }
+        if self.lm_head.len() != LM_KNOTS.len() {
+            return Err(ProfileError::BadKnots {
+                path: path.into(),
+                field: "lm_head",
+                found: self.lm_head.len(),
+                expected: LM_KNOTS.len(),
+            });
+        }
+        let named = [
+            ("step_overhead_graph_s", self.step_overhead_graph_s),
+            ("step_overhead_eager_s", self.step_overhead_eager_s),
+            ("decode_s_per_kv_token", self.decode_s_per_kv_token),
+            ("decode_s_per_seq", self.decode_s_per_seq),
+            ("prefill_s_per_qk_pair", self.prefill_s_per_qk_pair),
+            ("prefill_s_per_seq", self.prefill_s_per_seq),
+        ];
+        let knots = self
+            .dense
+            .iter()
+            .map(|k| ("dense", k.seconds))
+            .chain(self.lm_head.iter().map(|k| ("lm_head", k.seconds)));
+        for (field, value) in named.into_iter().chain(knots) {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(ProfileError::BadValue {
+                    path: path.into(),
+                    field: field.into(),
+                    value,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn save(&self, path: &Path) -> Result<(), ProfileError> {
+        let io = |e: std::io::Error| ProfileError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let text =
+            ron::ser::to_string_pretty(self, ron::ser::PrettyConfig::default()).map_err(|e| {
+                ProfileError::Io {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                }
+            })?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        std::fs::write(path, text + "\n").map_err(io)
+    }
+}
+
+impl CostModel for CostProfile {
+    fn step_seconds(&self, batch: &BatchShape) -> f64 {
+        let f = features(batch);
+        let c = self.coefficients();
+        f.iter().zip(&c).map(|(a, b)| a * b).sum::<f64>().max(0.0)
+    }
+}
