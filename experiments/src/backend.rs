@@ -14,6 +14,7 @@ use engine::{EngineConfig, EngineCore};
 use serde::Serialize;
 use sim::{GpuSpec, ModelShape, RooflineModel, RunRecords, SimRunner, VirtualClock};
 use std::path::PathBuf;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// GPU used by sim mode when none is given.
@@ -92,19 +93,6 @@ pub fn make_backend(mode: Mode, cost: &CostSource) -> Result<Box<dyn Backend>, B
     }
 }
 
-pub fn model_shape(cfg: &Qwen3Config) -> ModelShape {
-    ModelShape {
-        num_layers: cfg.num_hidden_layers,
-        hidden: cfg.hidden_size,
-        intermediate: cfg.intermediate_size,
-        num_q_heads: cfg.num_attention_heads,
-        num_kv_heads: cfg.num_key_value_heads,
-        head_dim: cfg.head_dim,
-        vocab: cfg.vocab_size,
-        bytes_per_param: 2,
-    }
-}
-
 /// Discrete-event simulation with a datasheet roofline cost model.
 pub struct SimBackend {
     gpu: GpuSpec,
@@ -145,11 +133,14 @@ impl Backend for SimBackend {
     }
 
     fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
-        let cost = RooflineModel::new(self.gpu.clone(), model_shape(&self.model));
-        let runner = SimRunner::new(Box::new(cost), engine_cfg);
+        let cost = RooflineModel::new(self.gpu.clone(), ModelShape::from_qwen3(&self.model));
+        let blocks = engine_cfg
+            .num_gpu_blocks
+            .unwrap_or_else(|| cost.kv_cache_blocks(engine_cfg));
+        let runner = SimRunner::new(Arc::new(cost), blocks);
         let mut engines = vec![EngineCore::new(engine_cfg.clone(), runner)?];
         let mut workload = ScriptWorkload::new(script.clone());
-        let mut clock = VirtualClock::default();
-        Ok(sim::run(&mut engines, &mut workload, &mut clock)?)
+        let mut clock = VirtualClock::new();
+        Ok(sim::run(&mut engines, &mut clock, &mut workload)?)
     }
 }

@@ -88,17 +88,47 @@ pub fn run_conditions(
     }
 }
 
+/// An experiment's conditions, their records and its report, before any file is written.
+#[derive(Debug)]
+pub struct Evaluation {
+    pub conditions: Vec<Condition>,
+    pub runs: Vec<RunRecords>,
+    pub report: Report,
+}
+
+/// Plans, runs and summarizes `exp` without writing files; `bar` counts conditions.
+pub fn evaluate(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backend: &dyn Backend,
+    seed: u64,
+    bar: &ProgressBar,
+) -> Result<Evaluation, DriverError> {
+    let conditions = exp.plan(settings, seed, backend.vocab())?;
+    bar.set_length(conditions.len() as u64);
+    let runs = run_conditions(backend, &conditions, bar)?;
+    let report = exp.summarize(settings, &conditions, &runs)?;
+    Ok(Evaluation {
+        conditions,
+        runs,
+        report,
+    })
+}
+
+/// Evaluates `exp` and writes its files under `opts.out`.
 pub fn run_experiment(
     exp: &dyn Experiment,
     settings: &Settings,
     backend: &dyn Backend,
     opts: &RunOptions,
 ) -> Result<RunOutput, DriverError> {
-    let conditions = exp.plan(settings, opts.seed, backend.vocab())?;
-    let bar = progress(conditions.len(), opts.quiet, exp.name());
-    let runs = run_conditions(backend, &conditions, &bar)?;
+    let bar = progress(0, opts.quiet, exp.name());
+    let Evaluation {
+        conditions,
+        runs,
+        report,
+    } = evaluate(exp, settings, backend, opts.seed, &bar)?;
     bar.finish_and_clear();
-    let report = exp.summarize(settings, &conditions, &runs)?;
 
     let info = backend.info();
     let exp_dir = opts.out.join(exp.name());
