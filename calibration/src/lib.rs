@@ -1,1 +1,3 @@
 //! calibration (work in progress).
+
+pub mod datasheet;
