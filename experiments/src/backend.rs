@@ -102,14 +102,17 @@ pub struct SimBackend {
 impl SimBackend {
     pub fn new(cost: &CostSource) -> Result<Self, BackendError> {
         let name = match cost {
-            CostSource::Profile(p) => return Err(BackendError::ProfileUnsupported(p.display().to_string())),
+            CostSource::Profile(p) => {
+                return Err(BackendError::ProfileUnsupported(p.display().to_string()))
+            }
             CostSource::Datasheet(name) => name,
         };
         let gpu = calibration::datasheet::lookup(name).map_err(|e| BackendError::UnknownGpu {
             name: name.clone(),
             message: e.to_string(),
         })?;
-        let model = Qwen3Config::preset(DEFAULT_MODEL).map_err(|e| BackendError::Model(e.to_string()))?;
+        let model =
+            Qwen3Config::preset(DEFAULT_MODEL).map_err(|e| BackendError::Model(e.to_string()))?;
         Ok(Self { gpu, model })
     }
 }

@@ -42,7 +42,10 @@ impl ChartSpec {
 
     /// Adds a series, dropping points with a non-finite coordinate.
     pub fn series(mut self, label: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
-        let points = points.into_iter().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+        let points = points
+            .into_iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect();
         self.series.push(SeriesSpec {
             label: label.into(),
             points,
@@ -52,7 +55,13 @@ impl ChartSpec {
 
     /// Categorical x axis: point `i` of every series sits at `x = i`.
     pub fn categories(mut self, names: &[String]) -> Self {
-        self.x_ticks = Some(names.iter().enumerate().map(|(i, n)| (i as f64, n.clone())).collect());
+        self.x_ticks = Some(
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as f64, n.clone()))
+                .collect(),
+        );
         self
     }
 

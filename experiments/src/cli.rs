@@ -17,7 +17,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "exp", about = "Run servetwin's named experiments (EXPERIMENTS.md)")]
+#[command(
+    name = "exp",
+    about = "Run servetwin's named experiments (EXPERIMENTS.md)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,7 +70,10 @@ enum Command {
 fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
     catalogue::find(name).ok_or_else(|| {
         let names: Vec<&str> = catalogue::all().iter().map(|e| e.name()).collect();
-        anyhow!("unknown experiment `{name}`; known experiments: {}", names.join(", "))
+        anyhow!(
+            "unknown experiment `{name}`; known experiments: {}",
+            names.join(", ")
+        )
     })
 }
 
@@ -79,7 +85,11 @@ fn list() {
 
 fn show(exp: &dyn Experiment) -> anyhow::Result<()> {
     let settings = catalogue::default_settings(exp)?;
-    println!("{}: {}\n\nexperiment parameters (--set key=value):", exp.name(), exp.description());
+    println!(
+        "{}: {}\n\nexperiment parameters (--set key=value):",
+        exp.name(),
+        exp.description()
+    );
     for p in exp.params() {
         println!("  {:<24} default {:<20} {}", p.key, p.default, p.help);
     }
@@ -146,7 +156,11 @@ where
                 .with_context(|| format!("experiment {name}"))?;
             if !quiet {
                 print!("{}", output.report.summary.to_csv());
-                println!("wrote {} files under {}", output.files.len(), output.dir.display());
+                println!(
+                    "wrote {} files under {}",
+                    output.files.len(),
+                    output.dir.display()
+                );
             }
         }
     }

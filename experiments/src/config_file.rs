@@ -35,16 +35,21 @@ pub fn apply_text(settings: &mut Settings, text: &str, label: &str) -> Result<()
     };
     let Value::Map(map) = value else {
         return Err(content_err(
-            "expected a struct or map of settings, e.g. (max_num_seqs: 1, concurrency: [1, 4])".into(),
+            "expected a struct or map of settings, e.g. (max_num_seqs: 1, concurrency: [1, 4])"
+                .into(),
         ));
     };
     for (key, value) in map.iter() {
         let Value::String(key) = key else {
-            return Err(content_err(format!("setting names must be identifiers or strings, found {key:?}")));
+            return Err(content_err(format!(
+                "setting names must be identifiers or strings, found {key:?}"
+            )));
         };
         let line = line_of(text, key);
         let text_value = value_text(value).ok_or_else(|| {
-            content_err(format!("line {line}: `{key}` must be a number, bool, string or list of those"))
+            content_err(format!(
+                "line {line}: `{key}` must be a number, bool, string or list of those"
+            ))
         })?;
         settings.set(key, &text_value).map_err(|e| match e {
             SettingsError::UnknownKey { .. } | SettingsError::BadValue { .. } => {
@@ -61,7 +66,11 @@ fn line_of(text: &str, key: &str) -> usize {
     text.lines()
         .position(|l| {
             let t = l.trim_start().trim_start_matches(['(', '{', '"']);
-            t.starts_with(key) && t[key.len()..].trim_start_matches('"').trim_start().starts_with(':')
+            t.starts_with(key)
+                && t[key.len()..]
+                    .trim_start_matches('"')
+                    .trim_start()
+                    .starts_with(':')
         })
         .map_or(0, |i| i + 1)
 }

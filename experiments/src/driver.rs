@@ -23,7 +23,10 @@ pub enum DriverError {
     #[error("condition {label}: {source}")]
     Backend { label: String, source: BackendError },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("chart {stem}: {message}")]
     Figure { stem: String, message: String },
     #[error("meta.ron: {0}")]
@@ -61,7 +64,9 @@ fn progress(n: usize, quiet: bool, name: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(n as u64).with_message(name.to_string());
-    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} conditions ({elapsed})") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} conditions ({elapsed})")
+    {
         bar.set_style(style.progress_chars("=> "));
     }
     bar
@@ -74,10 +79,12 @@ pub fn run_conditions(
     bar: &ProgressBar,
 ) -> Result<Vec<RunRecords>, DriverError> {
     let one = |c: &Condition| {
-        let r = backend.run(&c.engine, &c.script).map_err(|source| DriverError::Backend {
-            label: c.label.clone(),
-            source,
-        });
+        let r = backend
+            .run(&c.engine, &c.script)
+            .map_err(|source| DriverError::Backend {
+                label: c.label.clone(),
+                source,
+            });
         bar.inc(1);
         r
     };
@@ -138,10 +145,26 @@ pub fn run_experiment(
         source,
     })?;
     let mut files = Vec::new();
-    let labelled: Vec<(String, &RunRecords)> = conditions.iter().map(|c| c.label.clone()).zip(runs.iter()).collect();
-    write(dir.join("summary.csv"), &report.summary.to_csv(), &mut files)?;
-    write(dir.join("requests.csv"), &output::requests_csv(&labelled), &mut files)?;
-    write(dir.join("steps.csv"), &output::steps_csv(&labelled), &mut files)?;
+    let labelled: Vec<(String, &RunRecords)> = conditions
+        .iter()
+        .map(|c| c.label.clone())
+        .zip(runs.iter())
+        .collect();
+    write(
+        dir.join("summary.csv"),
+        &report.summary.to_csv(),
+        &mut files,
+    )?;
+    write(
+        dir.join("requests.csv"),
+        &output::requests_csv(&labelled),
+        &mut files,
+    )?;
+    write(
+        dir.join("steps.csv"),
+        &output::steps_csv(&labelled),
+        &mut files,
+    )?;
     let meta = Meta {
         experiment: exp.name(),
         seed: opts.seed,
@@ -171,7 +194,11 @@ pub fn run_experiment(
     Ok(RunOutput { dir, files, report })
 }
 
-fn draw_charts(report: &Report, source: figures::Source, dir: &Path) -> Result<Vec<PathBuf>, DriverError> {
+fn draw_charts(
+    report: &Report,
+    source: figures::Source,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, DriverError> {
     let mut files = Vec::new();
     for spec in &report.charts {
         let drawn = charts::draw(spec, source, dir).map_err(|e| DriverError::Figure {

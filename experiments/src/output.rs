@@ -198,6 +198,6 @@ mod tests {
     fn utc_dates() {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_798_675_199), "2026-12-31T23:59:59Z");
+        assert_eq!(format_utc(1_798_761_599), "2026-12-31T23:59:59Z");
     }
 }

@@ -51,7 +51,10 @@ pub struct ScriptBuilder {
 /// Mixes a run seed and a condition index into an independent stream seed
 /// (SplitMix64 finaliser), so conditions do not depend on run order.
 pub fn condition_seed(seed: u64, condition: usize) -> u64 {
-    let mut z = seed ^ (condition as u64).wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut z = seed
+        ^ (condition as u64)
+            .wrapping_add(1)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -168,7 +171,9 @@ impl Workload for ScriptWorkload {
         (0..self.script.requests.len())
             .filter_map(|i| match &self.script.requests[i].gate {
                 Gate::At(t) => Some(self.arrival(i, *t)),
-                Gate::After { delay_s, .. } if self.pending[i] == 0 => Some(self.arrival(i, *delay_s)),
+                Gate::After { delay_s, .. } if self.pending[i] == 0 => {
+                    Some(self.arrival(i, *delay_s))
+                }
                 Gate::After { .. } => None,
             })
             .collect()
@@ -202,7 +207,16 @@ mod tests {
         let a = b.warmup();
         let p = b.random_tokens(8);
         let c = b.push("x", p.clone(), 2, None, Gate::At(0.5));
-        let d = b.push("y", p, 2, Some("s".into()), Gate::After { deps: vec![a, c], delay_s: 0.1 });
+        let d = b.push(
+            "y",
+            p,
+            2,
+            Some("s".into()),
+            Gate::After {
+                deps: vec![a, c],
+                delay_s: 0.1,
+            },
+        );
         let mut w = ScriptWorkload::new(b.build());
         let first: Vec<u64> = w.initial().iter().map(|a| a.request.id.0).collect();
         assert_eq!(first, vec![a as u64, c as u64]);
@@ -219,7 +233,11 @@ mod tests {
         let mut a = ScriptBuilder::new(condition_seed(7, 0), 1000);
         let mut b = ScriptBuilder::new(condition_seed(7, 0), 1000);
         let mut c = ScriptBuilder::new(condition_seed(7, 1), 1000);
-        let (x, y, z) = (a.random_tokens(64), b.random_tokens(64), c.random_tokens(64));
+        let (x, y, z) = (
+            a.random_tokens(64),
+            b.random_tokens(64),
+            c.random_tokens(64),
+        );
         assert_eq!(x, y);
         assert_ne!(x, z);
         assert!(x.iter().all(|t| *t < 1000));

@@ -60,7 +60,9 @@ impl ParamKind {
             ParamKind::Count => "a non-negative integer".into(),
             ParamKind::CountList => "comma-separated positive integers, e.g. 1,4,16".into(),
             ParamKind::Number => "a non-negative number".into(),
-            ParamKind::ChunkList => "comma-separated token counts or `off`, e.g. 512,2048,off".into(),
+            ParamKind::ChunkList => {
+                "comma-separated token counts or `off`, e.g. 512,2048,off".into()
+            }
             ParamKind::Choices(c) => format!("comma-separated values from {{{}}}", c.join(", ")),
         }
     }
@@ -122,7 +124,12 @@ fn parse_param(spec: &ParamSpec, value: &str) -> Result<ParamValue, SettingsErro
             list_items(v)
                 .map(|s| match s {
                     "off" => Ok(None),
-                    n => n.parse::<usize>().ok().filter(|n| *n > 0).map(Some).ok_or_else(err),
+                    n => n
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .map(Some)
+                        .ok_or_else(err),
                 })
                 .collect::<Result<_, _>>()?,
         ),
@@ -146,11 +153,17 @@ pub const ENGINE_KEYS: &[(&str, &str)] = &[
     ("max_num_batched_tokens", "a positive integer"),
     ("max_model_len", "a positive integer"),
     ("enable_chunked_prefill", "true or false"),
-    ("long_prefill_token_threshold", "a non-negative integer (0 = no cap)"),
+    (
+        "long_prefill_token_threshold",
+        "a non-negative integer (0 = no cap)",
+    ),
     ("block_size", "a positive integer"),
     ("enable_prefix_caching", "true or false"),
     ("prefix_caching_hash_algo", "sha256 or fast"),
-    ("num_gpu_blocks", "a positive integer, or `auto` to size the pool from GPU memory"),
+    (
+        "num_gpu_blocks",
+        "a positive integer, or `auto` to size the pool from GPU memory",
+    ),
     ("gpu_memory_utilization", "a fraction in (0, 1]"),
 ];
 
@@ -325,10 +338,17 @@ mod tests {
         let text = ron::to_string(&EngineConfig::default()).expect("serializes");
         let mut cfg = EngineConfig::default();
         for (key, _) in ENGINE_KEYS {
-            assert!(text.contains(&format!("{key}:")), "{key} is not an EngineConfig field");
+            assert!(
+                text.contains(&format!("{key}:")),
+                "{key} is not an EngineConfig field"
+            );
         }
         let fields = text.matches(':').count();
-        assert_eq!(fields, ENGINE_KEYS.len(), "EngineConfig has fields not in ENGINE_KEYS: {text}");
+        assert_eq!(
+            fields,
+            ENGINE_KEYS.len(),
+            "EngineConfig has fields not in ENGINE_KEYS: {text}"
+        );
         assert!(set_engine_key(&mut cfg, "num_gpu_blocks", "100").unwrap());
         assert_eq!(cfg.num_gpu_blocks, Some(100));
     }
@@ -350,17 +370,32 @@ mod tests {
         let mut s = Settings::new(SPECS).unwrap();
         let msg = s.set_arg("concurency=4").unwrap_err().to_string();
         assert!(msg.contains("concurency"), "{msg}");
-        assert!(msg.contains("concurrency") && msg.contains("max_num_batched_tokens"), "{msg}");
+        assert!(
+            msg.contains("concurrency") && msg.contains("max_num_batched_tokens"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn bad_values_name_key_and_type() {
         let mut s = Settings::new(SPECS).unwrap();
         let msg = s.set_arg("concurrency=four").unwrap_err().to_string();
-        assert!(msg.contains("concurrency") && msg.contains("integers"), "{msg}");
-        let msg = s.set_arg("enable_chunked_prefill=yes").unwrap_err().to_string();
-        assert!(msg.contains("enable_chunked_prefill") && msg.contains("true or false"), "{msg}");
-        assert!(matches!(s.set_arg("concurrency"), Err(SettingsError::NotKeyValue(_))));
+        assert!(
+            msg.contains("concurrency") && msg.contains("integers"),
+            "{msg}"
+        );
+        let msg = s
+            .set_arg("enable_chunked_prefill=yes")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("enable_chunked_prefill") && msg.contains("true or false"),
+            "{msg}"
+        );
+        assert!(matches!(
+            s.set_arg("concurrency"),
+            Err(SettingsError::NotKeyValue(_))
+        ));
         assert!(s.set_arg("chunk_tokens=0").is_err());
     }
 }

@@ -105,7 +105,11 @@ mod tests {
     #[test]
     fn csv_has_header_fixed_decimals_and_empty_cells() {
         let mut t = Table::new(&["part", "ms", "n"]);
-        t.push(vec![Cell::text("a,b"), Cell::num(Some(1.23456)), Cell::int(3)]);
+        t.push(vec![
+            Cell::text("a,b"),
+            Cell::num(Some(1.23456)),
+            Cell::int(3),
+        ]);
         t.push(vec![Cell::text("x"), Cell::num(None)]);
         assert_eq!(t.to_csv(), "part,ms,n\n\"a,b\",1.235,3\nx,,\n");
         assert_eq!(t.get(0, "n").and_then(Cell::as_f64), Some(3.0));

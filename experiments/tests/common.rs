@@ -14,8 +14,16 @@ pub fn evaluate_sim(name: &str, sets: &[&str], seed: u64) -> Evaluation {
     for s in sets {
         settings.set_arg(s).unwrap_or_else(|e| panic!("{s}: {e}"));
     }
-    let backend = make_backend(Mode::Sim, &CostSource::Datasheet(DEFAULT_GPU.into())).expect("sim backend");
-    evaluate(exp, &settings, backend.as_ref(), seed, &ProgressBar::hidden()).expect("experiment runs")
+    let backend =
+        make_backend(Mode::Sim, &CostSource::Datasheet(DEFAULT_GPU.into())).expect("sim backend");
+    evaluate(
+        exp,
+        &settings,
+        backend.as_ref(),
+        seed,
+        &ProgressBar::hidden(),
+    )
+    .expect("experiment runs")
 }
 
 /// Numeric value of `column` in every row where `key_column` == `key`.

@@ -78,7 +78,12 @@ impl Experiment for CbSweep {
         PARAMS
     }
 
-    fn plan(&self, settings: &Settings, seed: u64, vocab: u32) -> Result<Vec<Condition>, ExperimentError> {
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError> {
         let mut out = Vec::new();
         for m in settings.counts("max_num_seqs")? {
             for c in settings.counts("concurrency")? {
@@ -124,14 +129,21 @@ impl Experiment for CbSweep {
                 points.push((m, c, s));
             }
         }
-        let ticks: Vec<(f64, String)> = concurrencies.iter().map(|c| (*c as f64, c.to_string())).collect();
+        let ticks: Vec<(f64, String)> = concurrencies
+            .iter()
+            .map(|c| (*c as f64, c.to_string()))
+            .collect();
         let chart = |stem: &str, title: &str, y: &str, f: fn(&load::LoadSummary) -> f64| {
             let mut spec = ChartSpec::new(stem, title, "concurrency (clients)", y).log_x();
             spec.x_ticks = Some(ticks.clone());
             let mut seen: Vec<usize> = points.iter().map(|p| p.0).collect();
             seen.dedup();
             for m in seen {
-                let pts = points.iter().filter(|p| p.0 == m).map(|p| (p.1 as f64, f(&p.2))).collect();
+                let pts = points
+                    .iter()
+                    .filter(|p| p.0 == m)
+                    .map(|p| (p.1 as f64, f(&p.2)))
+                    .collect();
                 spec = spec.series(format!("max_num_seqs={m}"), pts);
             }
             spec

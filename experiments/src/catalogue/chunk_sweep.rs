@@ -146,7 +146,11 @@ fn stall_ids(settings: &Settings) -> Result<(usize, Vec<usize>), ExperimentError
     Ok((1, (2..2 + n).collect()))
 }
 
-fn stall_script(settings: &Settings, seed: u64, vocab: u32) -> Result<ScriptBuilder, ExperimentError> {
+fn stall_script(
+    settings: &Settings,
+    seed: u64,
+    vocab: u32,
+) -> Result<ScriptBuilder, ExperimentError> {
     let gap_s = settings.number("gap_ms")? / 1e3;
     let long_tokens = at_least(settings, "long_prompt_tokens", 1)?;
     let mut b = ScriptBuilder::new(seed, vocab);
@@ -156,7 +160,13 @@ fn stall_script(settings: &Settings, seed: u64, vocab: u32) -> Result<ScriptBuil
         deps: vec![warm],
         delay_s: 0.0,
     };
-    b.push(DECODE_TAG, prompt, at_least(settings, "decode_tokens", 1)?, None, decode_gate);
+    b.push(
+        DECODE_TAG,
+        prompt,
+        at_least(settings, "decode_tokens", 1)?,
+        None,
+        decode_gate,
+    );
     let mut previous = warm;
     for _ in stall_ids(settings)?.1 {
         let prompt = b.random_tokens(long_tokens);
@@ -213,7 +223,12 @@ impl Experiment for ChunkSweep {
         PARAMS
     }
 
-    fn plan(&self, settings: &Settings, seed: u64, vocab: u32) -> Result<Vec<Condition>, ExperimentError> {
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError> {
         let parts = settings.words("part")?;
         let mut out = Vec::new();
         if parts.iter().any(|p| p == "stall") {
@@ -221,7 +236,12 @@ impl Experiment for ChunkSweep {
                 let seed = condition_seed(seed, out.len());
                 let b = stall_script(settings, seed, vocab)?;
                 let label = format!("stall chunk={}", chunk_name(chunk));
-                out.push(condition(label, with_chunk(&settings.engine, chunk), b.build(), seed)?);
+                out.push(condition(
+                    label,
+                    with_chunk(&settings.engine, chunk),
+                    b.build(),
+                    seed,
+                )?);
             }
         }
         if parts.iter().any(|p| p == "load") {
@@ -230,7 +250,12 @@ impl Experiment for ChunkSweep {
                 let mut b = ScriptBuilder::new(seed, vocab);
                 load::closed_loop(&mut b, load_shape(settings)?);
                 let label = format!("load chunk={}", chunk_name(chunk));
-                out.push(condition(label, with_chunk(&settings.engine, chunk), b.build(), seed)?);
+                out.push(condition(
+                    label,
+                    with_chunk(&settings.engine, chunk),
+                    b.build(),
+                    seed,
+                )?);
             }
         }
         Ok(out)
@@ -246,7 +271,10 @@ impl Experiment for ChunkSweep {
         let (mut stall_names, mut stalls, mut ttfts) = (Vec::new(), Vec::new(), Vec::new());
         let (mut load_names, mut load_p99, mut load_ttft) = (Vec::new(), Vec::new(), Vec::new());
         for (cond, rec) in conditions.iter().zip(runs) {
-            let (part, chunk) = cond.label.split_once(" chunk=").unwrap_or((&cond.label, ""));
+            let (part, chunk) = cond
+                .label
+                .split_once(" chunk=")
+                .unwrap_or((&cond.label, ""));
             if part == "stall" {
                 let m = stall_measurements(settings, rec, &cond.label)?;
                 let stall: Vec<f64> = m.iter().map(|x| x.0).collect();
@@ -310,6 +338,9 @@ impl Experiment for ChunkSweep {
                 .series("median TTFT", load_ttft),
             );
         }
-        Ok(Report { summary: table, charts })
+        Ok(Report {
+            summary: table,
+            charts,
+        })
     }
 }

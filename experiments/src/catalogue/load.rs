@@ -78,7 +78,11 @@ pub fn batch_stats(records: &RunRecords, b: usize) -> Option<BatchStats> {
     let itls: Vec<f64> = reqs.iter().flat_map(|r| r.itls_s()).map(ms).collect();
     let span = last_finish - first_arrival;
     Some(BatchStats {
-        throughput_tok_s: if span > 0.0 { tokens as f64 / span } else { f64::NAN },
+        throughput_tok_s: if span > 0.0 {
+            tokens as f64 / span
+        } else {
+            f64::NAN
+        },
         ttft_median_ms: median(&ttfts)?,
         itl_median_ms: median(&itls).unwrap_or(f64::NAN),
         itl_p99_ms: percentile(&itls, 99.0).unwrap_or(f64::NAN),
@@ -98,7 +102,11 @@ pub struct LoadSummary {
     pub preemptions: usize,
 }
 
-pub fn summarize(records: &RunRecords, shape: LoadShape, label: &str) -> Result<LoadSummary, ExperimentError> {
+pub fn summarize(
+    records: &RunRecords,
+    shape: LoadShape,
+    label: &str,
+) -> Result<LoadSummary, ExperimentError> {
     let stats = (1..shape.batches)
         .map(|b| {
             batch_stats(records, b).ok_or_else(|| ExperimentError::Incomplete {
@@ -169,8 +177,16 @@ mod tests {
         closed_loop(&mut b, shape);
         let script = b.build();
         assert_eq!(script.requests.len(), 1 + 2 * 2 * 3);
-        let starts = script.requests.iter().filter(|r| r.gate == Gate::After { deps: vec![0], delay_s: 0.0 });
+        let starts = script.requests.iter().filter(|r| {
+            r.gate
+                == Gate::After {
+                    deps: vec![0],
+                    delay_s: 0.0,
+                }
+        });
         assert_eq!(starts.count(), 3, "c clients start after the warm-up");
-        assert!(script.requests[1..].iter().all(|r| r.prompt.len() == 10 && r.max_tokens == 4));
+        assert!(script.requests[1..]
+            .iter()
+            .all(|r| r.prompt.len() == 10 && r.max_tokens == 4));
     }
 }

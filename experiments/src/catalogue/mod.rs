@@ -60,7 +60,12 @@ pub trait Experiment: Sync {
     fn description(&self) -> &'static str;
     fn params(&self) -> &'static [ParamSpec];
     /// Conditions in a fixed order; `vocab` bounds prompt token ids.
-    fn plan(&self, settings: &Settings, seed: u64, vocab: u32) -> Result<Vec<Condition>, ExperimentError>;
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError>;
     /// `runs[i]` holds the records of `conditions[i]`.
     fn summarize(
         &self,
@@ -112,7 +117,11 @@ pub(crate) fn condition(
 }
 
 /// A parameter that must be at least `min`.
-pub(crate) fn at_least(settings: &Settings, key: &'static str, min: usize) -> Result<usize, ExperimentError> {
+pub(crate) fn at_least(
+    settings: &Settings,
+    key: &'static str,
+    min: usize,
+) -> Result<usize, ExperimentError> {
     let v = settings.count(key)?;
     if v < min {
         return Err(ExperimentError::BadParameter {

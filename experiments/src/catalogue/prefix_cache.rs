@@ -95,7 +95,12 @@ impl Experiment for PrefixCache {
         PARAMS
     }
 
-    fn plan(&self, settings: &Settings, seed: u64, vocab: u32) -> Result<Vec<Condition>, ExperimentError> {
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError> {
         let layout = Layout::new(settings)?;
         let prefix_len = at_least(settings, "prefix_tokens", 1)?;
         let unique = at_least(settings, "unique_tokens", 1)?;
@@ -121,7 +126,12 @@ impl Experiment for PrefixCache {
             }
             let mut engine = settings.engine.clone();
             engine.enable_prefix_caching = caching == "on";
-            out.push(condition(format!("caching={caching}"), engine, b.build(), seed)?);
+            out.push(condition(
+                format!("caching={caching}"),
+                engine,
+                b.build(),
+                seed,
+            )?);
         }
         Ok(out)
     }
@@ -170,7 +180,9 @@ impl Experiment for PrefixCache {
                 .series(format!("cold, caching {caching}"), cold_pts)
                 .series(format!("warm, caching {caching}"), warm_pts);
         }
-        let ticks = (1..=layout.rounds).map(|r| (r as f64, r.to_string())).collect();
+        let ticks = (1..=layout.rounds)
+            .map(|r| (r as f64, r.to_string()))
+            .collect();
         chart.x_ticks = Some(ticks);
         Ok(Report {
             summary: table,

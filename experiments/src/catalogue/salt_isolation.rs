@@ -16,7 +16,12 @@ use sim::RunRecords;
 
 pub struct SaltIsolation;
 
-const CASES: &[&str] = &["same_salt", "different_salt", "none_after_salted", "salted_after_none"];
+const CASES: &[&str] = &[
+    "same_salt",
+    "different_salt",
+    "none_after_salted",
+    "salted_after_none",
+];
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -92,7 +97,12 @@ impl Experiment for SaltIsolation {
         PARAMS
     }
 
-    fn plan(&self, settings: &Settings, seed: u64, vocab: u32) -> Result<Vec<Condition>, ExperimentError> {
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError> {
         let rounds = at_least(settings, "rounds", 1)?;
         let prefix_len = at_least(settings, "prefix_tokens", 1)?;
         let unique = at_least(settings, "unique_tokens", 1)?;
@@ -122,7 +132,12 @@ impl Experiment for SaltIsolation {
                     debug_assert_eq!(previous, id(r, k));
                 }
             }
-            out.push(condition(format!("case={case}"), settings.engine.clone(), b.build(), seed)?);
+            out.push(condition(
+                format!("case={case}"),
+                settings.engine.clone(),
+                b.build(),
+                seed,
+            )?);
         }
         Ok(out)
     }
@@ -135,7 +150,8 @@ impl Experiment for SaltIsolation {
     ) -> Result<Report, ExperimentError> {
         let rounds = at_least(settings, "rounds", 1)?;
         let mut table = Table::new(COLUMNS);
-        let (mut names, mut reader_pts, mut cold_pts, mut cached_pts) = (vec![], vec![], vec![], vec![]);
+        let (mut names, mut reader_pts, mut cold_pts, mut cached_pts) =
+            (vec![], vec![], vec![], vec![]);
         for (cond, rec) in conditions.iter().zip(runs) {
             let case = cond.label.trim_start_matches("case=");
             let (writer, reader) = salts(case);

@@ -75,7 +75,8 @@ const PARAMS: &[ParamSpec] = &[
         key: "window_ms",
         kind: ParamKind::Number,
         default: "10",
-        help: "victim and background requests arrive uniformly within this window of a trial's start",
+        help:
+            "victim and background requests arrive uniformly within this window of a trial's start",
     },
 ];
 
@@ -97,7 +98,12 @@ fn salt(policy: &str, tenant: &str) -> Option<String> {
     (policy == "per_tenant_salt").then(|| tenant.to_string())
 }
 
-fn trial_script(settings: &Settings, policy: &str, seed: u64, vocab: u32) -> Result<ScriptBuilder, ExperimentError> {
+fn trial_script(
+    settings: &Settings,
+    policy: &str,
+    seed: u64,
+    vocab: u32,
+) -> Result<ScriptBuilder, ExperimentError> {
     let trials = at_least(settings, "trials", 4)?;
     let doc_len = at_least(settings, "doc_tokens", 1)?;
     let suffix = settings.count("suffix_tokens")?;
@@ -120,7 +126,13 @@ fn trial_script(settings: &Settings, policy: &str, seed: u64, vocab: u32) -> Res
                 deps: vec![previous],
                 delay_s,
             };
-            b.push("noise", prompt, out, salt(policy, &format!("bg-{t}-{n}")), gate);
+            b.push(
+                "noise",
+                prompt,
+                out,
+                salt(policy, &format!("bg-{t}-{n}")),
+                gate,
+            );
         }
         let document = b.random_tokens(doc_len);
         let mut victim_prompt = if victim_sent {
@@ -161,12 +173,22 @@ impl Experiment for TimingLeak {
         PARAMS
     }
 
-    fn plan(&self, settings: &Settings, seed: u64, vocab: u32) -> Result<Vec<Condition>, ExperimentError> {
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError> {
         let mut out = Vec::new();
         for policy in settings.words("policies")? {
             let seed = condition_seed(seed, out.len());
             let b = trial_script(settings, &policy, seed, vocab)?;
-            out.push(condition(format!("policy={policy}"), settings.engine.clone(), b.build(), seed)?);
+            out.push(condition(
+                format!("policy={policy}"),
+                settings.engine.clone(),
+                b.build(),
+                seed,
+            )?);
         }
         Ok(out)
     }
@@ -187,14 +209,28 @@ impl Experiment for TimingLeak {
         );
         for (cond, rec) in conditions.iter().zip(runs) {
             let policy = cond.label.trim_start_matches("policy=");
-            let ttfts = |tag: &str| -> Vec<f64> { tagged(rec, tag).iter().filter_map(|r| r.ttft_s()).map(ms).collect() };
+            let ttfts = |tag: &str| -> Vec<f64> {
+                tagged(rec, tag)
+                    .iter()
+                    .filter_map(|r| r.ttft_s())
+                    .map(ms)
+                    .collect()
+            };
             let (hits, misses) = (ttfts(HIT), ttfts(MISS));
-            // Trial order, so the 2-fold split interleaves hits and misses as they ran.
+            // Trial order, so the folds alternate trials as they ran.
             let mut samples: Vec<(u64, Sample)> = rec
                 .requests
                 .iter()
                 .filter(|r| r.tag == HIT || r.tag == MISS)
-                .filter_map(|r| Some((r.id, Sample { ttft_ms: ms(r.ttft_s()?), hit: r.tag == HIT })))
+                .filter_map(|r| {
+                    Some((
+                        r.id,
+                        Sample {
+                            ttft_ms: ms(r.ttft_s()?),
+                            hit: r.tag == HIT,
+                        },
+                    ))
+                })
                 .collect();
             samples.sort_by_key(|s| s.0);
             let samples: Vec<Sample> = samples.into_iter().map(|s| s.1).collect();
@@ -206,7 +242,10 @@ impl Experiment for TimingLeak {
             }
             let (threshold, in_sample) = best_threshold(&samples);
             let accuracy = cross_validated_accuracy(&samples);
-            let cached: Vec<f64> = tagged(rec, HIT).iter().map(|r| r.cached_tokens as f64).collect();
+            let cached: Vec<f64> = tagged(rec, HIT)
+                .iter()
+                .map(|r| r.cached_tokens as f64)
+                .collect();
             table.push(vec![
                 Cell::text(policy),
                 Cell::int(samples.len()),
@@ -222,7 +261,11 @@ impl Experiment for TimingLeak {
             for (what, mut v) in [("victim sent", hits), ("victim did not", misses)] {
                 v.sort_by(f64::total_cmp);
                 let n = v.len() as f64;
-                let pts = v.iter().enumerate().map(|(i, t)| (*t, (i + 1) as f64 / n)).collect();
+                let pts = v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (*t, (i + 1) as f64 / n))
+                    .collect();
                 cdf = cdf.series(format!("{policy}: {what}"), pts);
             }
         }

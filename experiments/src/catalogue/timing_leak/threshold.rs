@@ -3,8 +3,9 @@
 //! Contract: [`best_threshold`] returns the threshold (ms) that classifies
 //! the given samples best and its accuracy on them, trying every midpoint
 //! between consecutive distinct TTFTs plus "always miss"/"always hit"; ties
-//! go to the lowest threshold. [`cross_validated_accuracy`] fits on the even
-//! samples and scores on the odd ones, then the reverse, and averages.
+//! go to the lowest threshold. [`cross_validated_accuracy`] splits the samples
+//! into two stratified folds, fits on one and scores on the other, both ways,
+//! and returns the accuracy over all held-out samples.
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sample {
@@ -17,7 +18,10 @@ fn accuracy(samples: &[Sample], threshold: f64) -> f64 {
     if samples.is_empty() {
         return f64::NAN;
     }
-    let right = samples.iter().filter(|s| (s.ttft_ms < threshold) == s.hit).count();
+    let right = samples
+        .iter()
+        .filter(|s| (s.ttft_ms < threshold) == s.hit)
+        .count();
     right as f64 / samples.len() as f64
 }
 
@@ -46,15 +50,30 @@ pub fn best_threshold(samples: &[Sample]) -> (f64, f64) {
             best = (threshold, correct);
         }
     }
-    (best.0, if n == 0 { f64::NAN } else { best.1 as f64 / n as f64 })
+    (
+        best.0,
+        if n == 0 {
+            f64::NAN
+        } else {
+            best.1 as f64 / n as f64
+        },
+    )
 }
 
 pub fn cross_validated_accuracy(samples: &[Sample]) -> f64 {
-    let even: Vec<Sample> = samples.iter().step_by(2).copied().collect();
-    let odd: Vec<Sample> = samples.iter().skip(1).step_by(2).copied().collect();
-    let a = accuracy(&odd, best_threshold(&even).0);
-    let b = accuracy(&even, best_threshold(&odd).0);
-    (a * odd.len() as f64 + b * even.len() as f64) / samples.len() as f64
+    // Stratified: alternate hits between the folds, and misses likewise, so
+    // each fold sees both classes whatever order the trials ran in.
+    let (mut folds, mut seen) = ([Vec::new(), Vec::new()], [0usize; 2]);
+    for s in samples {
+        let class = usize::from(s.hit);
+        folds[seen[class] % 2].push(*s);
+        seen[class] += 1;
+    }
+    let [a, b] = folds;
+    let on_b = accuracy(&b, best_threshold(&a).0);
+    let on_a = accuracy(&a, best_threshold(&b).0);
+    let weighted = |acc: f64, n: usize| if n == 0 { 0.0 } else { acc * n as f64 };
+    (weighted(on_b, b.len()) + weighted(on_a, a.len())) / samples.len() as f64
 }
 
 #[cfg(test)]
@@ -83,7 +102,13 @@ mod tests {
 
     #[test]
     fn overlapping_samples_pick_the_best_cut() {
-        let x = [s(1.0, true), s(2.0, false), s(3.0, true), s(4.0, false), s(5.0, false)];
+        let x = [
+            s(1.0, true),
+            s(2.0, false),
+            s(3.0, true),
+            s(4.0, false),
+            s(5.0, false),
+        ];
         let (thr, acc) = best_threshold(&x);
         assert_eq!(acc, 0.8);
         assert!(thr > 3.0 && thr < 4.0 || thr > 1.0 && thr < 2.0, "{thr}");
