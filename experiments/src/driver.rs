@@ -155,16 +155,14 @@ pub fn run_experiment(
         &report.summary.to_csv(),
         &mut files,
     )?;
-    write(
-        dir.join("requests.csv"),
-        &output::requests_csv(&labelled),
-        &mut files,
-    )?;
-    write(
-        dir.join("steps.csv"),
-        &output::steps_csv(&labelled),
-        &mut files,
-    )?;
+    let io_err = |name: &str| {
+        let path = dir.join(name);
+        move |source| DriverError::Io { path, source }
+    };
+    let requests = output::requests_csv(&labelled).map_err(io_err("requests.csv"))?;
+    write(dir.join("requests.csv"), &requests, &mut files)?;
+    let steps = output::steps_csv(&labelled).map_err(io_err("steps.csv"))?;
+    write(dir.join("steps.csv"), &steps, &mut files)?;
     let meta = Meta {
         experiment: exp.name(),
         seed: opts.seed,

@@ -1,7 +1,8 @@
 //! Files of one run: `requests.csv`, `steps.csv`, `meta.ron`.
 //!
-//! Contract: times are milliseconds since the condition's run started;
-//! requests are listed by id, steps in order. When a run has several
+//! Contract: the columns and number format are `sim::records`' writers
+//! (times in milliseconds since the condition's run started); requests are
+//! listed by id, steps in order. When a run has several
 //! conditions, each row starts with a `condition` column naming it (a single
 //! condition omits it). `meta.ron` records everything needed to reproduce the
 //! run: settings, seed, conditions, backend (GPU and cost model), the git
@@ -9,124 +10,64 @@
 
 use crate::backend::BackendInfo;
 use crate::settings::Settings;
-use crate::table::{csv_field, Cell};
+use crate::table::csv_field;
 use engine::EngineConfig;
 use serde::Serialize;
-use sim::{RequestRecord, RunRecords, StepRecord};
+use sim::RunRecords;
 use std::fmt::Write as _;
 
-const REQUEST_COLUMNS: &[&str] = &[
-    "id",
-    "tag",
-    "arrival_ms",
-    "first_token_ms",
-    "ttft_ms",
-    "finish_ms",
-    "prompt_tokens",
-    "max_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "preemptions",
-    "itl_median_ms",
-    "itl_max_ms",
-    "finish_reason",
-];
-
-const STEP_COLUMNS: &[&str] = &[
-    "engine",
-    "start_ms",
-    "duration_ms",
-    "scheduled_tokens",
-    "prefill_seqs",
-    "decode_seqs",
-    "prefill_tokens",
-    "context_tokens",
-    "max_context",
-    "kv_blocks_used",
-];
-
-fn ms(s: Option<f64>) -> Cell {
-    Cell::num(s.map(|x| x * 1e3))
+/// Prefixes every line of one condition's CSV with its label (header: `condition`).
+fn append_labelled(out: &mut String, csv: &str, label: Option<&str>, with_header: bool) {
+    for (i, line) in csv.lines().enumerate() {
+        if i == 0 && !with_header {
+            continue;
+        }
+        match (i, label) {
+            (_, None) => {}
+            (0, Some(_)) => out.push_str("condition,"),
+            (_, Some(l)) => {
+                let _ = write!(out, "{},", csv_field(l));
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
 }
 
-fn request_cells(r: &RequestRecord) -> Vec<Cell> {
-    let itls: Vec<f64> = r.itls_s().collect();
-    let itl_max = itls.iter().copied().reduce(f64::max);
-    vec![
-        Cell::int(r.id as usize),
-        Cell::text(r.tag.clone()),
-        ms(Some(r.arrival_s)),
-        ms(r.token_times_s.first().copied()),
-        ms(r.ttft_s()),
-        ms(r.finish_s),
-        Cell::int(r.prompt_tokens),
-        Cell::int(r.max_tokens),
-        Cell::int(r.token_times_s.len()),
-        Cell::int(r.cached_tokens),
-        Cell::int(r.preemptions),
-        ms(crate::stats::median(&itls)),
-        ms(itl_max),
-        Cell::text(r.finish_reason.clone()),
-    ]
-}
-
-fn step_cells(s: &StepRecord) -> Vec<Cell> {
-    vec![
-        Cell::int(s.engine),
-        ms(Some(s.start_s)),
-        ms(Some(s.duration_s)),
-        Cell::int(s.scheduled_tokens),
-        Cell::int(s.prefill_seqs),
-        Cell::int(s.decode_seqs),
-        Cell::int(s.prefill_tokens),
-        Cell::int(s.context_tokens),
-        Cell::int(s.max_context),
-        Cell::int(s.kv_blocks_used),
-    ]
-}
-
-fn write_rows<T>(
+fn combine(
     runs: &[(String, &RunRecords)],
-    columns: &[&str],
-    rows: impl Fn(&RunRecords) -> Vec<&T>,
-    cells: impl Fn(&T) -> Vec<Cell>,
-) -> String {
+    write: impl Fn(&mut Vec<u8>, &RunRecords) -> std::io::Result<()>,
+) -> std::io::Result<String> {
     let labelled = runs.len() > 1;
     let mut out = String::new();
-    if labelled {
-        out.push_str("condition,");
+    if runs.is_empty() {
+        let mut buf = Vec::new();
+        write(&mut buf, &RunRecords::default())?;
+        return Ok(String::from_utf8_lossy(&buf).into_owned());
     }
-    out.push_str(&columns.join(","));
-    out.push('\n');
-    for (label, records) in runs {
-        for item in rows(records) {
-            let line: Vec<String> = cells(item).iter().map(Cell::to_string).collect();
-            if labelled {
-                let _ = write!(out, "{},", csv_field(label));
-            }
-            let _ = writeln!(out, "{}", line.join(","));
-        }
+    for (i, (label, records)) in runs.iter().enumerate() {
+        let mut buf = Vec::new();
+        write(&mut buf, records)?;
+        let text = String::from_utf8_lossy(&buf);
+        append_labelled(&mut out, &text, labelled.then_some(label.as_str()), i == 0);
     }
-    out
+    Ok(out)
 }
 
-/// `requests.csv` for the runs of all conditions.
-pub fn requests_csv(runs: &[(String, &RunRecords)]) -> String {
-    write_rows(
-        runs,
-        REQUEST_COLUMNS,
-        |r| {
-            let mut v: Vec<&RequestRecord> = r.requests.iter().collect();
-            v.sort_by_key(|q| q.id);
-            v
-        },
-        request_cells,
-    )
+/// `requests.csv` (sim's columns, requests by id) for the runs of all conditions.
+pub fn requests_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
+    combine(runs, |buf, records| {
+        let mut requests = records.requests.clone();
+        requests.sort_by_key(|r| r.id);
+        sim::records::write_requests_csv(buf, &requests)
+    })
 }
 
-/// `steps.csv` for the runs of all conditions.
-pub fn steps_csv(runs: &[(String, &RunRecords)]) -> String {
-    write_rows(runs, STEP_COLUMNS, |r| r.steps.iter().collect(), step_cells)
+/// `steps.csv` (sim's columns) for the runs of all conditions.
+pub fn steps_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
+    combine(runs, |buf, records| {
+        sim::records::write_steps_csv(buf, &records.steps)
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -193,6 +134,48 @@ pub fn format_utc(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use sim::RequestRecord;
+
+    fn records(ids: &[u64]) -> RunRecords {
+        RunRecords {
+            requests: ids
+                .iter()
+                .map(|&id| RequestRecord {
+                    id,
+                    tag: "t".into(),
+                    arrival_s: 0.0,
+                    prompt_tokens: 4,
+                    max_tokens: 1,
+                    cached_tokens: 0,
+                    preemptions: 0,
+                    token_times_s: vec![0.001],
+                    finish_s: Some(0.001),
+                    finish_reason: "length".into(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn several_conditions_get_a_leading_condition_column() {
+        let (a, b) = (records(&[2, 1]), records(&[5]));
+        let one = requests_csv(&[("only".into(), &a)]).unwrap();
+        assert!(one.starts_with("id,tag,"), "{one}");
+        let ids: Vec<&str> = one.lines().skip(1).map(|l| &l[..2]).collect();
+        assert_eq!(ids, ["1,", "2,"], "requests sorted by id");
+        let both = requests_csv(&[("x=1".into(), &a), ("y, z".into(), &b)]).unwrap();
+        let lines: Vec<&str> = both.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[0].starts_with("condition,id,tag,"));
+        assert!(
+            lines[1].starts_with("x=1,1,") && lines[3].starts_with("\"y, z\",5,"),
+            "{both}"
+        );
+        let steps = steps_csv(&[("x".into(), &a), ("y".into(), &b)]).unwrap();
+        assert_eq!(steps.lines().count(), 1, "no steps: header only");
+    }
 
     #[test]
     fn utc_dates() {

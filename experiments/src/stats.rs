@@ -1,21 +1,18 @@
 //! Summary statistics, one method everywhere.
 //!
-//! Contract: percentiles interpolate linearly between the two closest ranks
-//! (Hyndman–Fan type 7, NumPy's default): for sorted `x` of length `n`,
-//! `p` maps to rank `p/100 * (n-1)`. The median is the 50th percentile.
-//! Empty input gives `None`; NaN values are ignored.
+//! Contract: percentiles are the project's single method,
+//! `sim::records::percentile` (linear interpolation between closest ranks,
+//! Hyndman–Fan type 7, NumPy's default); the median is the 50th percentile.
+//! NaN values (a metric a batch does not have) are left out here before
+//! ranking; empty input gives `None`.
 
-/// The `p`-th percentile (0..=100) of `values`.
+fn finite(values: &[f64]) -> Vec<f64> {
+    values.iter().copied().filter(|x| !x.is_nan()).collect()
+}
+
+/// The `p`-th percentile (0..=100) of the non-NaN `values`.
 pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let rank = (p.clamp(0.0, 100.0) / 100.0) * (v.len() - 1) as f64;
-    let lo = rank.floor() as usize;
-    let hi = rank.ceil() as usize;
-    Some(v[lo] + (v[hi] - v[lo]) * (rank - lo as f64))
+    sim::records::percentile(&finite(values), p)
 }
 
 pub fn median(values: &[f64]) -> Option<f64> {
@@ -24,7 +21,8 @@ pub fn median(values: &[f64]) -> Option<f64> {
 
 /// Spread across batches: (max − min) / median, in percent.
 pub fn spread_pct(values: &[f64]) -> Option<f64> {
-    let med = median(values)?;
+    let values = finite(values);
+    let med = median(&values)?;
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     if med == 0.0 {
