@@ -81,6 +81,9 @@ pub trait Backend: Sync {
     /// Whether conditions may run at once (true for simulation; a real GPU
     /// runs one condition at a time so they do not disturb each other).
     fn parallel_conditions(&self) -> bool;
+    /// KV-cache blocks (null block included) an engine with `engine` gets,
+    /// when the backend knows it before running.
+    fn kv_blocks(&self, engine: &EngineConfig) -> Option<usize>;
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError>;
 }
 
@@ -117,6 +120,12 @@ impl SimBackend {
     }
 }
 
+impl SimBackend {
+    fn cost(&self) -> RooflineModel {
+        RooflineModel::new(self.gpu.clone(), ModelShape::from_qwen3(&self.model))
+    }
+}
+
 impl Backend for SimBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {
@@ -135,12 +144,17 @@ impl Backend for SimBackend {
         true
     }
 
+    fn kv_blocks(&self, engine_cfg: &EngineConfig) -> Option<usize> {
+        Some(
+            engine_cfg
+                .num_gpu_blocks
+                .unwrap_or_else(|| self.cost().kv_cache_blocks(engine_cfg)),
+        )
+    }
+
     fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
-        let cost = RooflineModel::new(self.gpu.clone(), ModelShape::from_qwen3(&self.model));
-        let blocks = engine_cfg
-            .num_gpu_blocks
-            .unwrap_or_else(|| cost.kv_cache_blocks(engine_cfg));
-        let runner = SimRunner::new(Arc::new(cost), blocks);
+        let blocks = self.kv_blocks(engine_cfg).unwrap_or(0);
+        let runner = SimRunner::new(Arc::new(self.cost()), blocks);
         let mut engines = vec![EngineCore::new(engine_cfg.clone(), runner)?];
         let mut workload = ScriptWorkload::new(script.clone());
         let mut clock = VirtualClock::new();

@@ -175,6 +175,7 @@ pub fn run_experiment(
                 engine: c.engine.clone(),
                 seed: c.seed,
                 requests: c.script.requests.len(),
+                kv_blocks: backend.kv_blocks(&c.engine),
             })
             .collect(),
         commit: output::git_commit(),
