@@ -5,7 +5,7 @@
 //! same `engine::EngineCore`; only the clock and the model runner differ. The
 //! simulated backend uses the virtual clock and `sim::SimRunner` priced by a
 //! roofline model from a GPU datasheet. Real mode (wall clock, CPU/CUDA
-//! runner) is issue 5: [`make_backend`] reports it as not built rather than
+//! runner) is issue 5: [`make_backends`] reports it as not built rather than
 //! pretending. Experiments never see which backend ran them.
 
 use crate::script::{Script, ScriptWorkload};
@@ -87,12 +87,13 @@ pub trait Backend: Sync {
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError>;
 }
 
-/// Picks the backend for `mode`; real and both fail until issue 5 lands.
-pub fn make_backend(mode: Mode, cost: &CostSource) -> Result<Box<dyn Backend>, BackendError> {
+/// The backends `mode` runs on, in order (`both`: real, then sim); real
+/// and both fail until the issue-5 runner exists.
+pub fn make_backends(mode: Mode, cost: &CostSource) -> Result<Vec<Box<dyn Backend>>, BackendError> {
     match mode {
         Mode::Real => Err(BackendError::RealNotBuilt("real")),
         Mode::Both => Err(BackendError::RealNotBuilt("both")),
-        Mode::Sim => Ok(Box::new(SimBackend::new(cost)?)),
+        Mode::Sim => Ok(vec![Box::new(SimBackend::new(cost)?)]),
     }
 }
 

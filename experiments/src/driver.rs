@@ -3,13 +3,14 @@
 //! Contract: conditions run in parallel (rayon) when the backend allows it;
 //! each condition's script and seed are fixed by the plan, so results do not
 //! depend on the thread count or order. Writes `DIR/NAME/<mode>/summary.csv`,
-//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`.
+//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`;
+//! with two backends (real, then sim) also `DIR/NAME/compare.csv`.
 
 use crate::backend::{Backend, BackendError};
 use crate::catalogue::{Condition, Experiment, ExperimentError, Report};
-use crate::charts;
 use crate::output::{self, ConditionMeta, Meta};
 use crate::settings::Settings;
+use crate::{charts, compare};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use sim::RunRecords;
@@ -43,10 +44,11 @@ pub struct RunOptions {
 
 #[derive(Debug)]
 pub struct RunOutput {
-    /// `DIR/NAME/<mode>/`.
+    /// `DIR/NAME/<mode>/` of the last mode run.
     pub dir: PathBuf,
     /// Every file written (CSV, RON, figures).
     pub files: Vec<PathBuf>,
+    /// The last mode's report.
     pub report: Report,
 }
 
@@ -122,33 +124,68 @@ pub fn evaluate(
     })
 }
 
-/// Evaluates `exp` and writes its files under `opts.out`.
+/// Evaluates `exp` on each backend (real first, then sim, in `--mode both`)
+/// and writes its files under `opts.out`: each mode's folder, the charts
+/// with every mode's series, and `compare.csv` when there are two modes.
 pub fn run_experiment(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backends: &[&dyn Backend],
+    opts: &RunOptions,
+) -> Result<RunOutput, DriverError> {
+    let exp_dir = opts.out.join(exp.name());
+    let mut files = Vec::new();
+    let mut results = Vec::new();
+    for backend in backends {
+        let bar = progress(0, opts.quiet, exp.name());
+        let evaluation = evaluate(exp, settings, *backend, opts.seed, &bar)?;
+        bar.finish_and_clear();
+        let info = backend.info();
+        let dir = exp_dir.join(info.mode);
+        files.extend(write_mode_files(
+            exp,
+            settings,
+            *backend,
+            opts,
+            &evaluation,
+            &dir,
+        )?);
+        results.push((info.mode, dir, evaluation.report));
+    }
+    if let [(_, _, real), (_, _, sim)] = results.as_slice() {
+        let table = compare::compare(&real.summary, &sim.summary, sim.key_columns);
+        write(exp_dir.join("compare.csv"), &table.to_csv(), &mut files)?;
+    }
+    files.extend(draw_charts(&results, &exp_dir)?);
+    let (_, dir, report) = results
+        .pop()
+        .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
+    Ok(RunOutput { dir, files, report })
+}
+
+/// `summary.csv`, `requests.csv`, `steps.csv` and `meta.ron` of one mode.
+fn write_mode_files(
     exp: &dyn Experiment,
     settings: &Settings,
     backend: &dyn Backend,
     opts: &RunOptions,
-) -> Result<RunOutput, DriverError> {
-    let bar = progress(0, opts.quiet, exp.name());
+    evaluation: &Evaluation,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, DriverError> {
+    std::fs::create_dir_all(dir).map_err(|source| DriverError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let Evaluation {
         conditions,
         runs,
         report,
-    } = evaluate(exp, settings, backend, opts.seed, &bar)?;
-    bar.finish_and_clear();
-
-    let info = backend.info();
-    let exp_dir = opts.out.join(exp.name());
-    let dir = exp_dir.join(info.mode);
-    std::fs::create_dir_all(&dir).map_err(|source| DriverError::Io {
-        path: dir.clone(),
-        source,
-    })?;
+    } = evaluation;
     let mut files = Vec::new();
     let labelled: Vec<(String, &RunRecords)> = conditions
         .iter()
         .map(|c| c.label.clone())
-        .zip(runs.iter())
+        .zip(runs)
         .collect();
     write(
         dir.join("summary.csv"),
@@ -167,7 +204,7 @@ pub fn run_experiment(
         experiment: exp.name(),
         seed: opts.seed,
         settings,
-        backend: info.clone(),
+        backend: backend.info(),
         conditions: conditions
             .iter()
             .map(|c| ConditionMeta {
@@ -184,23 +221,35 @@ pub fn run_experiment(
     let meta_text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
         .map_err(|e| DriverError::Meta(e.to_string()))?;
     write(dir.join("meta.ron"), &meta_text, &mut files)?;
-    let source = if info.mode == "real" {
-        figures::Source::Real
-    } else {
-        figures::Source::Sim
-    };
-    files.extend(draw_charts(&report, source, &exp_dir)?);
-    Ok(RunOutput { dir, files, report })
+    Ok(files)
 }
 
+/// Every chart of the first report, with the series of every mode.
 fn draw_charts(
-    report: &Report,
-    source: figures::Source,
+    results: &[(&str, PathBuf, Report)],
     dir: &Path,
 ) -> Result<Vec<PathBuf>, DriverError> {
     let mut files = Vec::new();
-    for spec in &report.charts {
-        let drawn = charts::draw(spec, source, dir).map_err(|e| DriverError::Figure {
+    let Some((_, _, first)) = results.first() else {
+        return Ok(files);
+    };
+    for spec in &first.charts {
+        let specs: Vec<(figures::Source, &charts::ChartSpec)> = results
+            .iter()
+            .filter_map(|(mode, _, report)| {
+                let source = if *mode == "real" {
+                    figures::Source::Real
+                } else {
+                    figures::Source::Sim
+                };
+                report
+                    .charts
+                    .iter()
+                    .find(|c| c.stem == spec.stem)
+                    .map(|c| (source, c))
+            })
+            .collect();
+        let drawn = charts::draw(&specs, dir).map_err(|e| DriverError::Figure {
             stem: spec.stem.clone(),
             message: e.to_string(),
         })?;

@@ -150,6 +150,7 @@ impl Experiment for CbSweep {
         };
         Ok(Report {
             summary: table,
+            key_columns: 2,
             charts: vec![
                 chart(
                     "cb_sweep_throughput",

@@ -52,6 +52,9 @@ pub struct Condition {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub summary: Table,
+    /// Leading summary columns that identify a row (its condition); the
+    /// numeric columns after them are metrics (compared in `--mode both`).
+    pub key_columns: usize,
     pub charts: Vec<ChartSpec>,
 }
 

@@ -199,6 +199,7 @@ impl Experiment for SaltIsolation {
         .series("reader cached tokens", cached_pts);
         Ok(Report {
             summary: table,
+            key_columns: 4,
             charts: vec![ttft_chart, cached_chart],
         })
     }
