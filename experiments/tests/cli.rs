@@ -240,3 +240,97 @@ fn list_and_show_succeed() {
     run(&["show", "chunk_sweep"]).unwrap();
     assert!(error_of(&["show", "nope"]).contains("unknown experiment"));
 }
+
+#[test]
+fn every_experiment_writes_its_documented_columns() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "chunk_sweep",
+            &[
+                "decode_tokens=200",
+                "long_prompts=2",
+                "batches=2",
+                "output_tokens=8",
+            ],
+            &[
+                "part",
+                "chunk_tokens",
+                "max_stall_ms",
+                "interleaved_ttft_ms",
+                "throughput_tok_s",
+                "ttft_median_ms",
+                "itl_p99_ms",
+            ],
+        ),
+        (
+            "prefix_cache",
+            &["rounds=1", "warm_requests=1", "prefix_tokens=64"],
+            &[
+                "caching",
+                "round",
+                "cold_ttft_ms",
+                "warm_ttft_ms",
+                "speedup",
+                "warm_cached_tokens",
+            ],
+        ),
+        (
+            "salt_isolation",
+            &["rounds=1", "prefix_tokens=64"],
+            &[
+                "round",
+                "writer_salt",
+                "reader_salt",
+                "cached_tokens",
+                "ttft_ms",
+                "cold_ttft_ms",
+            ],
+        ),
+        (
+            "timing_leak",
+            &["trials=8", "doc_tokens=64"],
+            &[
+                "policy",
+                "trials",
+                "attacker_accuracy",
+                "hit_ttft_median_ms",
+                "miss_ttft_median_ms",
+            ],
+        ),
+    ];
+    let out = scratch("cli-columns");
+    for (name, sets, columns) in cases {
+        let mut args = vec!["run", name, "--quiet", "--out", out.to_str().unwrap()];
+        for s in *sets {
+            args.extend(["--set", s]);
+        }
+        run(&args).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let dir = out.join(name).join("sim");
+        let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+        let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+        for col in *columns {
+            assert!(
+                header.contains(col),
+                "{name}: summary.csv lacks {col}: {header:?}"
+            );
+        }
+        assert!(summary.lines().count() > 1, "{name}: no rows");
+        for f in ["requests.csv", "steps.csv", "meta.ron"] {
+            assert!(dir.join(f).is_file(), "{name}: {f} missing");
+        }
+        let figures = std::fs::read_dir(out.join(name))
+            .unwrap()
+            .filter_map(Result::ok);
+        let exts: Vec<String> = figures
+            .filter_map(|e| {
+                e.path()
+                    .extension()
+                    .map(|x| x.to_string_lossy().into_owned())
+            })
+            .collect();
+        assert!(
+            exts.iter().any(|e| e == "png") && exts.iter().any(|e| e == "svg"),
+            "{name}: figures"
+        );
+    }
+}
