@@ -45,8 +45,8 @@ impl ContentModel {
         upto: usize,
     ) -> Result<(), String> {
         let (salt, tokens) = &self.requests[&id];
-        for pos in 0..upto {
-            let want = Some((salt.clone(), tokens[pos]));
+        for (pos, &token) in tokens[..upto].iter().enumerate() {
+            let want = Some((salt.clone(), token));
             let got = self.slot(table, bs, pos);
             if got != want {
                 return Err(format!(
