@@ -1,4 +1,4 @@
-//! Axis ranges and legend placement computed from the drawable points.
+//! Axis ranges computed from the drawable points.
 //!
 //! A point is drawable when both coordinates are finite and, on a log x axis,
 //! x > 0. Ranges cover every drawable point (and every drawable `x_ticks`
@@ -91,58 +91,6 @@ pub(crate) fn y_range(chart: &Chart) -> Range<f64> {
             }
         }
     }
-}
-
-/// Corner of the plotting area where the legend hides the fewest points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Corner {
-    UpperLeft,
-    UpperRight,
-    LowerLeft,
-    LowerRight,
-}
-
-/// Legend box size as a fraction of the plotting area, used to count the
-/// points it would cover.
-const LEGEND_FRACTION: (f64, f64) = (0.4, 0.35);
-
-pub(crate) fn legend_corner(chart: &Chart, x: &Range<f64>, y: &Range<f64>) -> Corner {
-    let to_unit = |p: (f64, f64)| {
-        let ux = if chart.log_x {
-            (p.0.log10() - x.start.log10()) / (x.end.log10() - x.start.log10())
-        } else {
-            (p.0 - x.start) / (x.end - x.start)
-        };
-        (ux, (p.1 - y.start) / (y.end - y.start))
-    };
-    let (fw, fh) = LEGEND_FRACTION;
-    let covered = |corner: Corner| {
-        all_points(chart)
-            .map(to_unit)
-            .filter(|&(ux, uy)| {
-                let in_x = match corner {
-                    Corner::UpperLeft | Corner::LowerLeft => ux <= fw,
-                    Corner::UpperRight | Corner::LowerRight => ux >= 1.0 - fw,
-                };
-                let in_y = match corner {
-                    Corner::UpperLeft | Corner::UpperRight => uy >= 1.0 - fh,
-                    Corner::LowerLeft | Corner::LowerRight => uy <= fh,
-                };
-                in_x && in_y
-            })
-            .count()
-    };
-    // Ties keep this order: upper corners read first and are usually empty
-    // for curves that start low.
-    [
-        Corner::UpperRight,
-        Corner::UpperLeft,
-        Corner::LowerRight,
-        Corner::LowerLeft,
-    ]
-    .into_iter()
-    .min_by_key(|&c| covered(c))
-    .unwrap_or(Corner::UpperRight)
 }
 
 #[cfg(test)]
@@ -242,18 +190,5 @@ mod tests {
         let mut c = chart(vec![(256.0, 1.0), (512.0, 2.0)], false);
         c.x_ticks = Some(vec![(0.0, "off".into()), (256.0, "256".into())]);
         assert!(x_range(&c).start < 0.0);
-    }
-
-    #[test]
-    fn legend_avoids_the_crowded_corner() {
-        // A rising curve crowds the upper right and leaves the upper left free.
-        let rising: Vec<_> = (0..20).map(|i| (i as f64, (i * i) as f64)).collect();
-        let c = chart(rising, false);
-        let corner = legend_corner(&c, &x_range(&c), &y_range(&c));
-        assert_eq!(corner, Corner::UpperLeft);
-        let falling: Vec<_> = (0..20).map(|i| (i as f64, (400 - i * i) as f64)).collect();
-        let c = chart(falling, false);
-        let corner = legend_corner(&c, &x_range(&c), &y_range(&c));
-        assert_eq!(corner, Corner::UpperRight);
     }
 }

@@ -12,6 +12,8 @@
 //!   infinite coordinate are skipped (and, with `log_x`, points with x <= 0);
 //!   a single point, all-equal values or no drawable point at all still give a
 //!   valid chart.
+//! - The legend sits in the corner where it hides the least of the curves;
+//!   when every corner is taken, the y axis gets headroom above the data.
 //! - `x_ticks`, when given, replaces the automatic x ticks with labelled ones at
 //!   the given positions (e.g. `(0.0, "off")` for "no chunking").
 //! - Text is drawn with DejaVu Sans embedded in this crate, so the PNG renders
@@ -40,6 +42,7 @@
 
 mod bounds;
 mod font;
+mod legend;
 mod render;
 mod style;
 

@@ -9,8 +9,9 @@ use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use crate::bounds::{self, Corner};
+use crate::bounds;
 use crate::font::FAMILY;
+use crate::legend::{self, BoxFraction, Corner};
 use crate::style::{format_tick, series_colours, tick_label};
 use crate::{Chart, Source};
 
@@ -22,6 +23,14 @@ const TICK_SIZE: u32 = 21;
 const LEGEND_SIZE: u32 = 21;
 const LINE_WIDTH: u32 = 2;
 const MARKER_SIZE: u32 = 4;
+const MARGIN: u32 = 24;
+const X_LABEL_AREA: u32 = 70;
+const Y_LABEL_AREA: u32 = 100;
+/// Padding inside the legend box and its distance from the plot edges.
+const LEGEND_MARGIN: u32 = 12;
+/// Width of the line-and-marker sample in front of each legend entry, plus
+/// the gap to its text (plotters' default legend area).
+const LEGEND_SAMPLE_WIDTH: u32 = 40;
 /// Dash and gap lengths (pixels) of simulated series.
 const DASH: (u32, u32) = (10, 6);
 
@@ -31,14 +40,19 @@ pub(crate) fn render<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
     let x = bounds::x_range(chart);
-    let y = bounds::y_range(chart);
-    let corner = bounds::legend_corner(chart, &x, &y);
+    let placement = legend::place(
+        chart,
+        &x,
+        bounds::y_range(chart),
+        legend_fraction(root, chart),
+    );
+    let (y, corner) = (placement.y, placement.corner);
     let mut builder = ChartBuilder::on(root);
     builder
         .caption(&chart.title, (FAMILY, TITLE_SIZE))
-        .margin(24)
-        .x_label_area_size(70)
-        .y_label_area_size(100);
+        .margin(MARGIN)
+        .x_label_area_size(X_LABEL_AREA)
+        .y_label_area_size(Y_LABEL_AREA);
     // Each axis kind is a different coordinate type, hence one generic
     // `plot` instantiated four ways.
     let tick_positions = chart.x_ticks.as_ref().map(|ticks| {
@@ -66,6 +80,39 @@ pub(crate) fn render<DB: DrawingBackend>(
             plot(builder.build_cartesian_2d(axis, y)?, chart, corner)
         }
     }
+}
+
+/// Estimated legend box size as fractions of the plotting area, from the
+/// measured width of the longest entry.
+fn legend_fraction<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &Chart,
+) -> BoxFraction {
+    let style = TextStyle::from((FAMILY, LEGEND_SIZE).into_font());
+    let widest = chart
+        .series
+        .iter()
+        .filter_map(|s| root.estimate_text_size(&legend_text(s), &style).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
+    let rows = chart.series.len() as u32;
+    let width = widest + LEGEND_SAMPLE_WIDTH + 3 * LEGEND_MARGIN;
+    let height = rows * (LEGEND_SIZE + LEGEND_SIZE / 4) + 3 * LEGEND_MARGIN;
+    let (w, h) = root.dim_in_pixel();
+    // The caption takes about its font size plus a gap above the plot.
+    let plot_w = w.saturating_sub(2 * MARGIN + Y_LABEL_AREA).max(1);
+    let plot_h = h
+        .saturating_sub(2 * MARGIN + X_LABEL_AREA + TITLE_SIZE + 10)
+        .max(1);
+    BoxFraction {
+        width: f64::from(width) / f64::from(plot_w),
+        height: f64::from(height) / f64::from(plot_h),
+    }
+}
+
+fn legend_text(series: &crate::Series) -> String {
+    format!("{} ({})", series.label, series.source.legend_word())
 }
 
 fn plot<'a, DB, X>(
@@ -98,7 +145,7 @@ where
     for (series, colour) in chart.series.iter().zip(colours) {
         let points = bounds::drawable_points(series, chart.log_x);
         let line = colour.stroke_width(LINE_WIDTH);
-        let legend = format!("{} ({})", series.label, series.source.legend_word());
+        let legend = legend_text(series);
         any_labelled = true;
         match series.source {
             Source::Real => {
