@@ -76,7 +76,7 @@ pub struct BackendInfo {
 
 pub trait Backend: Sync {
     fn info(&self) -> BackendInfo;
-    /// Vocabulary size prompts draw token ids from.
+    /// Prompt token ids are drawn from `0..vocab()`.
     fn vocab(&self) -> u32;
     /// Whether conditions may run at once (true for simulation; a real GPU
     /// runs one condition at a time so they do not disturb each other).
@@ -138,7 +138,10 @@ impl Backend for SimBackend {
     }
 
     fn vocab(&self) -> u32 {
-        u32::try_from(self.model.vocab_size).unwrap_or(u32::MAX)
+        // Regular tokens only: a real run on the same script must not feed
+        // the special (control) tokens above them.
+        let size = u32::try_from(self.model.vocab_size).unwrap_or(u32::MAX);
+        size.min(sim::workload::QWEN3_REGULAR_VOCAB)
     }
 
     fn parallel_conditions(&self) -> bool {
