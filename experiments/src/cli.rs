@@ -117,7 +117,11 @@ where
             print!("{e}");
             return Ok(());
         }
-        Err(e) => return Err(anyhow!("{e}")),
+        // clap's text starts with its own "error: "; main adds one.
+        Err(e) => {
+            let text = e.to_string();
+            return Err(anyhow!("{}", text.trim_start_matches("error: ").trim_end()));
+        }
     };
     match cli.command {
         Command::List => list(),

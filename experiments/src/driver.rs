@@ -21,12 +21,13 @@ use thiserror::Error;
 pub enum DriverError {
     #[error(transparent)]
     Experiment(#[from] ExperimentError),
-    #[error("condition {label}: {source}")]
-    Backend { label: String, source: BackendError },
-    #[error("{path}: {source}")]
+    // The message carries the cause, so no `source` (it would print twice).
+    #[error("condition {label}: {error}")]
+    Backend { label: String, error: BackendError },
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("chart {stem}: {message}")]
     Figure { stem: String, message: String },
@@ -53,9 +54,9 @@ pub struct RunOutput {
 }
 
 fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), DriverError> {
-    std::fs::write(&path, text).map_err(|source| DriverError::Io {
+    std::fs::write(&path, text).map_err(|error| DriverError::Io {
         path: path.clone(),
-        source,
+        error,
     })?;
     files.push(path);
     Ok(())
@@ -83,9 +84,9 @@ pub fn run_conditions(
     let one = |c: &Condition| {
         let r = backend
             .run(&c.engine, &c.script)
-            .map_err(|source| DriverError::Backend {
+            .map_err(|error| DriverError::Backend {
                 label: c.label.clone(),
-                source,
+                error,
             });
         bar.inc(1);
         r
@@ -172,9 +173,9 @@ fn write_mode_files(
     evaluation: &Evaluation,
     dir: &Path,
 ) -> Result<Vec<PathBuf>, DriverError> {
-    std::fs::create_dir_all(dir).map_err(|source| DriverError::Io {
+    std::fs::create_dir_all(dir).map_err(|error| DriverError::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let Evaluation {
         conditions,
@@ -194,7 +195,7 @@ fn write_mode_files(
     )?;
     let io_err = |name: &str| {
         let path = dir.join(name);
-        move |source| DriverError::Io { path, source }
+        move |error| DriverError::Io { path, error }
     };
     let requests = output::requests_csv(&labelled).map_err(io_err("requests.csv"))?;
     write(dir.join("requests.csv"), &requests, &mut files)?;
