@@ -334,3 +334,21 @@ fn every_experiment_writes_its_documented_columns() {
         );
     }
 }
+
+#[test]
+fn binary_reports_an_error_once_without_backtrace() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_exp"))
+        .args(["run", "cb_sweep", "--set", "max_num_seqs=4096", "--quiet"])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("exp runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert_eq!(
+        stderr.matches("must be >= max_num_seqs").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+}
