@@ -352,3 +352,47 @@ fn binary_reports_an_error_once_without_backtrace() {
     );
     assert!(!stderr.contains("backtrace"), "{stderr}");
 }
+
+#[test]
+fn ron_config_applies_and_set_overrides_it() {
+    let out = scratch("cli-config");
+    let path = out.join("small.ron");
+    std::fs::write(
+        &path,
+        "// a small cb_sweep\n(\n  max_num_seqs: [1],\n  concurrency: [2],\n  batches: 2,\n  \
+         prompt_tokens: 16,\n  output_tokens: 2,\n  enable_prefix_caching: false,\n)\n",
+    )
+    .unwrap();
+    let (cfg, dir) = (path.to_str().unwrap(), out.to_str().unwrap());
+    run(&[
+        "run",
+        "cb_sweep",
+        "--config",
+        cfg,
+        "--set",
+        "output_tokens=3",
+        "--out",
+        dir,
+        "--quiet",
+    ])
+    .unwrap();
+    let sim = out.join("cb_sweep/sim");
+    let summary = std::fs::read_to_string(sim.join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 2, "one condition: {summary}");
+    assert!(
+        summary.lines().nth(1).unwrap().starts_with("1,2,"),
+        "{summary}"
+    );
+    let requests = std::fs::read_to_string(sim.join("requests.csv")).unwrap();
+    let batch_rows: Vec<&str> = requests.lines().filter(|l| l.contains(",batch")).collect();
+    assert_eq!(batch_rows.len(), 2 * 2 * 2, "2 batches of 2c requests");
+    assert!(
+        batch_rows.iter().all(|l| l.split(',').nth(4) == Some("3")),
+        "max_tokens from --set"
+    );
+    let meta = std::fs::read_to_string(sim.join("meta.ron")).unwrap();
+    assert!(
+        meta.contains("enable_prefix_caching: false"),
+        "engine option from the file"
+    );
+}
