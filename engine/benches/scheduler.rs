@@ -1,7 +1,9 @@
 //! Scheduler and prefix-cache costs on the hot paths.
 //!
-//! - `decode_step/N`: one `EngineCore::step` (schedule, runner, update) with N
-//!   running decodes, with `FixedTokenRunner` (which computes nothing).
+//! - `decode_step/HASH/N`: one `EngineCore::step` (schedule, runner, update)
+//!   with N running decodes, with `FixedTokenRunner` (which computes nothing);
+//!   HASH is the prefix-cache hash (`sha256`, vLLM's default; `fast`) or
+//!   `no_caching`. A decoding sequence hashes one block every `block_size` steps.
 //! - `closed_loop_64`: a 64-client closed loop of 256-token prompts and 128
 //!   outputs (cb_sweep's load), per step, including admissions and finishes.
 //! - `prefix_lookup/{sha256,fast}`: the cached-prefix lookup of a new
@@ -18,9 +20,11 @@ use std::time::{Duration, Instant};
 const PROMPT: usize = 32;
 const STEPS_PER_ENGINE: usize = 3_000;
 
-fn decode_engine(num_seqs: usize) -> EngineCore<FixedTokenRunner> {
+fn decode_engine(num_seqs: usize, caching: Option<HashAlgo>) -> EngineCore<FixedTokenRunner> {
     let config = EngineConfig {
         num_gpu_blocks: Some(num_seqs * 256 + 1),
+        enable_prefix_caching: caching.is_some(),
+        prefix_caching_hash_algo: caching.unwrap_or_default(),
         ..EngineConfig::default()
     };
     let mut engine =
@@ -43,13 +47,22 @@ fn decode_engine(num_seqs: usize) -> EngineCore<FixedTokenRunner> {
 
 fn decode_step(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode_step");
-    for num_seqs in [64usize, 256] {
-        group.bench_function(BenchmarkId::from_parameter(num_seqs), |b| {
+    let variants = [
+        (64, Some(HashAlgo::Sha256)),
+        (256, Some(HashAlgo::Sha256)),
+        (64, Some(HashAlgo::Fast)),
+        (64, None),
+    ];
+    for (num_seqs, caching) in variants {
+        let hash = caching.map_or("no_caching".to_string(), |a| {
+            format!("{a:?}").to_lowercase()
+        });
+        group.bench_function(BenchmarkId::new(hash, num_seqs), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 let mut left = iters as usize;
                 while left > 0 {
-                    let mut engine = decode_engine(num_seqs);
+                    let mut engine = decode_engine(num_seqs, caching);
                     let n = left.min(STEPS_PER_ENGINE);
                     let start = Instant::now();
                     for _ in 0..n {

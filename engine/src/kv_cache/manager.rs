@@ -28,6 +28,16 @@ pub struct SeqBlocks {
 }
 
 impl SeqBlocks {
+    /// Room for `num_blocks` blocks and hashes, so a request that reserves
+    /// its longest length up front never reallocates while decoding.
+    pub fn with_capacity(num_blocks: usize) -> Self {
+        Self {
+            table: Vec::with_capacity(num_blocks),
+            hashes: Vec::with_capacity(num_blocks),
+            num_registered: 0,
+        }
+    }
+
     /// Block ids holding this request's positions, in order.
     pub fn table(&self) -> &[BlockId] {
         &self.table
