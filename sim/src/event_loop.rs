@@ -186,12 +186,6 @@ impl LoopState {
         Ok(())
     }
 
-    fn record_index(&self, engine: usize, id: RequestId) -> Result<usize, RunError> {
-        self.index
-            .get(id.0)
-            .ok_or(RunError::UnknownRequest { engine, id: id.0 })
-    }
-
     fn step<R: ModelRunner, C: Clock>(
         &mut self,
         engine_index: usize,
@@ -223,34 +217,25 @@ impl LoopState {
             ..
         } = outcome;
 
+        let index = &self.index;
+        let record_of = |id: RequestId| {
+            index.get(id.0).ok_or(RunError::UnknownRequest {
+                engine: engine_index,
+                id: id.0,
+            })
+        };
         let requests = &mut self.records.requests;
         for (id, cached) in admitted {
-            let i = self.index.get(id.0);
-            let i = i.ok_or(RunError::UnknownRequest {
-                engine: engine_index,
-                id: id.0,
-            })?;
-            requests[i].cached_tokens = cached;
+            requests[record_of(id)?].cached_tokens = cached;
         }
         for id in preempted {
-            let i = self.index.get(id.0);
-            let i = i.ok_or(RunError::UnknownRequest {
-                engine: engine_index,
-                id: id.0,
-            })?;
-            requests[i].preemptions += 1;
+            requests[record_of(id)?].preemptions += 1;
         }
         for (id, _token) in &tokens {
-            let i = self.index.get(id.0);
-            let i = i.ok_or(RunError::UnknownRequest {
-                engine: engine_index,
-                id: id.0,
-            })?;
-            requests[i].token_times_s.push(end);
+            requests[record_of(*id)?].token_times_s.push(end);
         }
         for &(id, reason) in &finished {
-            let i = self.record_index(engine_index, id)?;
-            let record = &mut self.records.requests[i];
+            let record = &mut requests[record_of(id)?];
             record.finish_s = Some(end);
             record.finish_reason = finish_reason(reason).to_string();
         }
