@@ -12,6 +12,9 @@
 //!   (the cost model's time on a virtual clock, the measured time on the wall
 //!   clock). Every token of the step, and every finish, is stamped at the
 //!   step's end, and finished requests are reported to the workload then.
+//! - Engines may be reused from an earlier run (a warm prefix cache), but
+//!   must have no unfinished requests; the prefix-cache counters in the
+//!   records count this run only, and time starts at the clock's `now()`.
 //! - Steps that schedule nothing are not recorded; an engine with unfinished
 //!   requests that schedules nothing twice in a row is stuck, and the run
 //!   fails naming those requests ([`RunError::Stuck`]).
@@ -79,6 +82,7 @@ pub fn run_with<R: ModelRunner, C: Clock>(
     workload: &mut dyn Workload,
     options: &RunOptions,
 ) -> Result<RunRecords, RunError> {
+    let stats_before: Vec<(u64, u64)> = engines.iter().map(|e| e.prefix_cache_stats()).collect();
     let mut state = LoopState::new(engines.len(), clock.now(), options.clone());
     for arrival in workload.initial() {
         state.enqueue(arrival)?;
@@ -101,10 +105,10 @@ pub fn run_with<R: ModelRunner, C: Clock>(
         }
     }
     let mut records = state.records;
-    for e in engines.iter() {
+    for (e, (queries_before, hits_before)) in engines.iter().zip(stats_before) {
         let (queries, hits) = e.prefix_cache_stats();
-        records.prefix_cache_queries += queries;
-        records.prefix_cache_hits += hits;
+        records.prefix_cache_queries += queries.saturating_sub(queries_before);
+        records.prefix_cache_hits += hits.saturating_sub(hits_before);
     }
     Ok(records)
 }
@@ -237,7 +241,9 @@ impl LoopState {
         for &(id, reason) in &finished {
             let record = &mut requests[record_of(id)?];
             record.finish_s = Some(end);
-            record.finish_reason = finish_reason(reason).to_string();
+            // Reuses the "unfinished" string's allocation.
+            record.finish_reason.clear();
+            record.finish_reason.push_str(finish_reason(reason));
         }
         self.push_step(engine_index, start, end, shape, kv_blocks_used);
         for (id, _) in finished {
