@@ -108,7 +108,13 @@ impl PromptSource {
         match self {
             Self::RandomTokens { low, high } => match Uniform::new(*low, *high) {
                 // One 32-bit draw per token, against two for `random_range`.
-                Ok(ids) => out.extend(ids.sample_iter(&mut *rng).take(len)),
+                Ok(ids) => {
+                    let start = out.len();
+                    out.resize(start + len, *low);
+                    for id in &mut out[start..] {
+                        *id = ids.sample(rng);
+                    }
+                }
                 // Unreachable: constructors reject an empty range; fall back
                 // to the lowest id rather than panic.
                 Err(_) => out.extend(std::iter::repeat_n(*low, len)),
