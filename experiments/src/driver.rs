@@ -1,0 +1,260 @@
+//! Runs one experiment on one backend and writes its files.
+//!
+//! Contract: conditions run in parallel (rayon) when the backend allows it;
+//! each condition's script and seed are fixed by the plan, so results do not
+//! depend on the thread count or order. Writes `DIR/NAME/<mode>/summary.csv`,
+//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`;
+//! with two backends (real, then sim) also `DIR/NAME/compare.csv`.
+
+use crate::backend::{Backend, BackendError};
+use crate::catalogue::{Condition, Experiment, ExperimentError, Report};
+use crate::output::{self, ConditionMeta, Meta};
+use crate::settings::Settings;
+use crate::{charts, compare};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use sim::RunRecords;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum DriverError {
+    #[error(transparent)]
+    Experiment(#[from] ExperimentError),
+    // The message carries the cause, so no `source` (it would print twice).
+    #[error("condition {label}: {error}")]
+    Backend { label: String, error: BackendError },
+    #[error("{path}: {error}")]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("chart {stem}: {message}")]
+    Figure { stem: String, message: String },
+    #[error("meta.ron: {0}")]
+    Meta(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub out: PathBuf,
+    pub seed: u64,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+#[derive(Debug)]
+pub struct RunOutput {
+    /// `DIR/NAME/<mode>/` of the last mode run.
+    pub dir: PathBuf,
+    /// Every file written (CSV, RON, figures).
+    pub files: Vec<PathBuf>,
+    /// The last mode's report.
+    pub report: Report,
+}
+
+fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), DriverError> {
+    std::fs::write(&path, text).map_err(|error| DriverError::Io {
+        path: path.clone(),
+        error,
+    })?;
+    files.push(path);
+    Ok(())
+}
+
+fn progress(n: usize, quiet: bool, name: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(n as u64).with_message(name.to_string());
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} conditions ({elapsed})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Runs every condition of `conditions` on `backend`, in condition order.
+pub fn run_conditions(
+    backend: &dyn Backend,
+    conditions: &[Condition],
+    bar: &ProgressBar,
+) -> Result<Vec<RunRecords>, DriverError> {
+    let one = |c: &Condition| {
+        let r = backend
+            .run(&c.engine, &c.script)
+            .map_err(|error| DriverError::Backend {
+                label: c.label.clone(),
+                error,
+            });
+        bar.inc(1);
+        r
+    };
+    if backend.parallel_conditions() {
+        conditions.par_iter().map(one).collect()
+    } else {
+        conditions.iter().map(one).collect()
+    }
+}
+
+/// An experiment's conditions, their records and its report, before any file is written.
+#[derive(Debug)]
+pub struct Evaluation {
+    pub conditions: Vec<Condition>,
+    pub runs: Vec<RunRecords>,
+    pub report: Report,
+}
+
+/// Plans, runs and summarizes `exp` without writing files; `bar` counts conditions.
+pub fn evaluate(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backend: &dyn Backend,
+    seed: u64,
+    bar: &ProgressBar,
+) -> Result<Evaluation, DriverError> {
+    let conditions = exp.plan(settings, seed, backend.vocab())?;
+    bar.set_length(conditions.len() as u64);
+    let runs = run_conditions(backend, &conditions, bar)?;
+    let report = exp.summarize(settings, &conditions, &runs)?;
+    Ok(Evaluation {
+        conditions,
+        runs,
+        report,
+    })
+}
+
+/// Evaluates `exp` on each backend (real first, then sim, in `--mode both`)
+/// and writes its files under `opts.out`: each mode's folder, the charts
+/// with every mode's series, and `compare.csv` when there are two modes.
+pub fn run_experiment(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backends: &[&dyn Backend],
+    opts: &RunOptions,
+) -> Result<RunOutput, DriverError> {
+    let exp_dir = opts.out.join(exp.name());
+    let mut files = Vec::new();
+    let mut results = Vec::new();
+    for backend in backends {
+        let bar = progress(0, opts.quiet, exp.name());
+        let evaluation = evaluate(exp, settings, *backend, opts.seed, &bar)?;
+        bar.finish_and_clear();
+        let info = backend.info();
+        let dir = exp_dir.join(info.mode);
+        files.extend(write_mode_files(
+            exp,
+            settings,
+            *backend,
+            opts,
+            &evaluation,
+            &dir,
+        )?);
+        results.push((info.mode, dir, evaluation.report));
+    }
+    if let [(_, _, real), (_, _, sim)] = results.as_slice() {
+        let table = compare::compare(&real.summary, &sim.summary, sim.key_columns);
+        write(exp_dir.join("compare.csv"), &table.to_csv(), &mut files)?;
+    }
+    files.extend(draw_charts(&results, &exp_dir)?);
+    let (_, dir, report) = results
+        .pop()
+        .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
+    Ok(RunOutput { dir, files, report })
+}
+
+/// `summary.csv`, `requests.csv`, `steps.csv` and `meta.ron` of one mode.
+fn write_mode_files(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backend: &dyn Backend,
+    opts: &RunOptions,
+    evaluation: &Evaluation,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, DriverError> {
+    std::fs::create_dir_all(dir).map_err(|error| DriverError::Io {
+        path: dir.to_path_buf(),
+        error,
+    })?;
+    let Evaluation {
+        conditions,
+        runs,
+        report,
+    } = evaluation;
+    let mut files = Vec::new();
+    let labelled: Vec<(String, &RunRecords)> = conditions
+        .iter()
+        .map(|c| c.label.clone())
+        .zip(runs)
+        .collect();
+    write(
+        dir.join("summary.csv"),
+        &report.summary.to_csv(),
+        &mut files,
+    )?;
+    let io_err = |name: &str| {
+        let path = dir.join(name);
+        move |error| DriverError::Io { path, error }
+    };
+    let requests = output::requests_csv(&labelled).map_err(io_err("requests.csv"))?;
+    write(dir.join("requests.csv"), &requests, &mut files)?;
+    let steps = output::steps_csv(&labelled).map_err(io_err("steps.csv"))?;
+    write(dir.join("steps.csv"), &steps, &mut files)?;
+    let meta = Meta {
+        experiment: exp.name(),
+        seed: opts.seed,
+        settings,
+        backend: backend.info(),
+        conditions: conditions
+            .iter()
+            .map(|c| ConditionMeta {
+                label: c.label.clone(),
+                engine: c.engine.clone(),
+                seed: c.seed,
+                requests: c.script.requests.len(),
+                kv_blocks: backend.kv_blocks(&c.engine),
+            })
+            .collect(),
+        commit: output::git_commit(),
+        date_utc: output::utc_now(),
+    };
+    let meta_text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
+        .map_err(|e| DriverError::Meta(e.to_string()))?;
+    write(dir.join("meta.ron"), &meta_text, &mut files)?;
+    Ok(files)
+}
+
+/// Every chart of the first report, with the series of every mode.
+fn draw_charts(
+    results: &[(&str, PathBuf, Report)],
+    dir: &Path,
+) -> Result<Vec<PathBuf>, DriverError> {
+    let mut files = Vec::new();
+    let Some((_, _, first)) = results.first() else {
+        return Ok(files);
+    };
+    for spec in &first.charts {
+        let specs: Vec<(figures::Source, &charts::ChartSpec)> = results
+            .iter()
+            .filter_map(|(mode, _, report)| {
+                let source = if *mode == "real" {
+                    figures::Source::Real
+                } else {
+                    figures::Source::Sim
+                };
+                report
+                    .charts
+                    .iter()
+                    .find(|c| c.stem == spec.stem)
+                    .map(|c| (source, c))
+            })
+            .collect();
+        let drawn = charts::draw(&specs, dir).map_err(|e| DriverError::Figure {
+            stem: spec.stem.clone(),
+            message: e.to_string(),
+        })?;
+        files.extend(drawn);
+    }
+    Ok(files)
+}
