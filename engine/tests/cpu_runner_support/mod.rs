@@ -79,8 +79,9 @@ pub fn step(runner: &mut CpuRunner, seqs: &mut [Seq], parts: &[Part]) -> (Vec<u3
 pub fn prefill_in_chunks(runner: &mut CpuRunner, seq: &mut Seq, chunk: usize) -> Vec<f32> {
     let mut seqs = [seq.clone()];
     let mut last = Vec::new();
-    while seqs[0].computed < seqs[0].tokens.len() {
-        let count = chunk.min(seqs[0].tokens.len() - seqs[0].computed);
+    let prompt_len = seqs[0].tokens.len();
+    while seqs[0].computed < prompt_len {
+        let count = chunk.min(prompt_len - seqs[0].computed);
         let (_, logits) = step(runner, &mut seqs, &[Part { seq: 0, count }]);
         last = logits.into_iter().next().unwrap_or_default();
     }
