@@ -11,7 +11,8 @@ directory:
      "logits": [[[vocab floats] per step] per prompt]}
 
 where logits[p][s] is the distribution generated[p][s] was taken from (float32
-even for a bfloat16 model). Compare with:
+even for a bfloat16 model). Weights are rounded to bfloat16 values (the
+engine's storage) even when the model runs in float32. Compare with:
 
     cargo run --release -p engine --example hf_compare -- DIR
 
@@ -83,6 +84,9 @@ def build_model(args):
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.add_(torch.randn_like(param) * args.norm_noise)
+            # The engine keeps weights in bf16; rounding them here keeps the
+            # float32 comparison about compute, not about weight storage.
+            param.copy_(param.to(torch.bfloat16).to(param.dtype))
     return model.to(getattr(torch, args.dtype)).eval()
 
 
