@@ -95,26 +95,3 @@ pub(super) fn argmax(values: &[f32]) -> u32 {
     }
     best as u32
 }
-
-/// Softmax of `scale * row` for each `row_len`-wide row in place, keeping only
-/// the first `visible(row)` entries (the rest become 0): the causal mask.
-pub(super) fn masked_softmax_rows(
-    scores: &mut [f32],
-    row_len: usize,
-    scale: f32,
-    visible: impl Fn(usize) -> usize,
-) {
-    for (r, row) in scores.chunks_exact_mut(row_len).enumerate() {
-        let (live, masked) = row.split_at_mut(visible(r).min(row_len));
-        let max = live.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0;
-        for v in live.iter_mut() {
-            *v = ((*v - max) * scale).exp();
-            sum += *v;
-        }
-        for v in live.iter_mut() {
-            *v /= sum;
-        }
-        masked.fill(0.0);
-    }
-}
