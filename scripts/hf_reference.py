@@ -21,6 +21,7 @@ Needs torch, transformers (5.x or a 4.x with Qwen3) and safetensors:
 """
 
 import argparse
+import copy
 import inspect
 import json
 import os
@@ -50,7 +51,12 @@ def parse_args():
         "a small model's logits have a clear argmax)",
     )
     p.add_argument("--norm-noise", type=float, default=0.1, help="std of noise added to RMSNorm weights of 1")
-    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="compute dtype")
+    p.add_argument(
+        "--save-bf16",
+        action="store_true",
+        help="store the checkpoint in bfloat16 (lossless: the weights are bf16 values) to halve its size",
+    )
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--min-len", type=int, default=5)
     p.add_argument("--max-len", type=int, default=60)
@@ -102,7 +108,8 @@ def greedy(model, prompt, steps):
         last = out.logits[0, -1].float()
         token = int(torch.argmax(last))
         tokens.append(token)
-        logits.append(last.tolist())
+        # 8 significant digits: float32 logits to about 1e-8, half the JSON.
+        logits.append([float(f"{x:.8g}") for x in last.tolist()])
         if step + 1 < steps:
             cache = getattr(out, cache_arg)
             out = model(input_ids=torch.tensor([[token]]), use_cache=True, **{cache_arg: cache})
@@ -113,7 +120,11 @@ def main():
     args = parse_args()
     os.makedirs(args.out, exist_ok=True)
     model = build_model(args)
-    model.save_pretrained(args.out)
+    if args.save_bf16:
+        # A copy: casting the model itself would also round RoPE's inv_freq buffer.
+        copy.deepcopy(model).to(torch.bfloat16).save_pretrained(args.out)
+    else:
+        model.save_pretrained(args.out)
     gen = torch.Generator().manual_seed(args.seed + 1)
     prompts = []
     for _ in range(args.prompts):
