@@ -9,6 +9,7 @@
 //! output is computed on its own, in the same order whatever the batch, so
 //! chunking and batching do not change attention's result.
 
+use super::ops::dot;
 use super::paged_kv::PagedKv;
 use crate::model::Qwen3Config;
 use rayon::prelude::*;
@@ -60,22 +61,4 @@ pub(super) fn batch_attention(
             }
         });
     out
-}
-
-/// Dot product with eight partial sums, so the compiler vectorises it.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a8
-        .remainder()
-        .iter()
-        .zip(b8.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in a8.zip(b8) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }

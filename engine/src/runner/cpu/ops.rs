@@ -3,14 +3,72 @@
 //! Each function follows the Hugging Face Qwen3 definition it names, in f32.
 
 use crate::runner::RunnerError;
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Storage, Tensor};
+use rayon::prelude::*;
 
 pub(super) fn device_error(e: candle_core::Error) -> RunnerError {
     RunnerError::Device(format!("cpu tensor op: {e}"))
 }
 
+/// At most this many rows go through [`skinny_linear`]: gemm's small-m path
+/// is several times slower than streaming the weights once (measured 6.2 ms
+/// for 8 rows against 0.6 ms for one on a 6144 x 1024 matrix).
+const SKINNY_ROWS: usize = 16;
+
 /// `x[rows, in] @ w[out, in]^T`, row-major result `[rows, out]`.
 pub(super) fn linear(x: &[f32], rows: usize, w: &Tensor) -> Result<Vec<f32>, RunnerError> {
+    if rows > SKINNY_ROWS || !w.is_contiguous() {
+        return gemm_linear(x, rows, w);
+    }
+    let (storage, layout) = w.storage_and_layout();
+    let data = match &*storage {
+        Storage::Cpu(cpu) => cpu.as_slice::<f32>().map_err(device_error)?,
+        _ => {
+            return Err(RunnerError::Device(
+                "CPU runner weight is not in CPU memory".into(),
+            ))
+        }
+    };
+    let (start, len) = (layout.start_offset(), w.elem_count());
+    let in_features = w.dim(1).map_err(device_error)?;
+    Ok(skinny_linear(
+        x,
+        rows,
+        &data[start..start + len],
+        in_features,
+    ))
+}
+
+/// Few rows: each weight row is read once and dotted with every input row,
+/// output features split across threads.
+fn skinny_linear(x: &[f32], rows: usize, w: &[f32], k: usize) -> Vec<f32> {
+    const FEATURES_PER_TASK: usize = 64;
+    let out_features = w.len() / k;
+    let blocks: Vec<Vec<f32>> = w
+        .par_chunks(FEATURES_PER_TASK * k)
+        .map(|block| {
+            let mut y = Vec::with_capacity(rows * block.len() / k);
+            for w_row in block.chunks_exact(k) {
+                y.extend(x.chunks_exact(k).map(|x_row| dot(w_row, x_row)));
+            }
+            y
+        })
+        .collect();
+    // Blocks are feature-major ([feature][row]); the result is row-major.
+    let mut out = vec![0.0f32; rows * out_features];
+    let mut feature = 0;
+    for block in &blocks {
+        for per_row in block.chunks_exact(rows) {
+            for (r, v) in per_row.iter().enumerate() {
+                out[r * out_features + feature] = *v;
+            }
+            feature += 1;
+        }
+    }
+    out
+}
+
+fn gemm_linear(x: &[f32], rows: usize, w: &Tensor) -> Result<Vec<f32>, RunnerError> {
     let in_features = w.dim(1).map_err(device_error)?;
     let x = Tensor::from_slice(x, (rows, in_features), &Device::Cpu).map_err(device_error)?;
     let w_t = w.t().map_err(device_error)?;
@@ -94,4 +152,22 @@ pub(super) fn argmax(values: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// Dot product with eight partial sums, so the compiler vectorises it.
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a8.zip(b8) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }
