@@ -19,6 +19,8 @@ use crate::request::RequestId;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub mod cpu;
+
 /// One sequence's share of a step.
 #[derive(Debug, Clone, Copy)]
 pub struct ScheduledSeq<'a> {
