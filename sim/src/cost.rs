@@ -20,7 +20,7 @@ pub trait CostModel: Send + Sync {
 }
 
 /// The model dimensions a cost model needs (from `engine::model::Qwen3Config`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelShape {
     pub num_layers: usize,
     pub hidden: usize,
@@ -30,7 +30,9 @@ pub struct ModelShape {
     pub head_dim: usize,
     pub vocab: usize,
     pub bytes_per_param: usize,
-    /// LM head shares the embedding matrix (counted once in memory).
+    /// LM head shares the embedding matrix (counted once in memory). Absent
+    /// in older files: read as untied, which only overstates weight memory.
+    #[serde(default)]
     pub tied_embeddings: bool,
 }
 
