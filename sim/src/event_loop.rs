@@ -45,6 +45,8 @@ pub enum RunError {
          are unfinished; the KV cache is probably too small for them"
     )]
     Stuck { engine: usize, requests: Vec<u64> },
+    #[error("request {id} arrives at {time} s: arrival times must be finite")]
+    BadArrivalTime { id: u64, time: f64 },
     #[error("engine {engine} reported request {id}, which the run never sent it")]
     UnknownRequest { engine: usize, id: u64 },
 }
@@ -147,6 +149,13 @@ impl LoopState {
                 id: arrival.request.id.0,
                 engine: arrival.engine,
                 engines: self.free_at.len(),
+            });
+        }
+        let time = arrival.request.arrival_time;
+        if !time.is_finite() {
+            return Err(RunError::BadArrivalTime {
+                id: arrival.request.id.0,
+                time,
             });
         }
         self.arrivals.push(arrival);
