@@ -6,8 +6,7 @@
 //! only on the positions the scheduler produces. It checks the parts of the
 //! runner contract it can check cheaply (O(1) per sequence: the block table
 //! covers the new positions and the block of the last one is not the null
-//! block) and
-//! rejects a batch that breaks them with [`RunnerError::BadBatch`].
+//! block) and rejects a batch that breaks them with [`RunnerError::BadBatch`].
 
 use crate::kv_cache::NULL_BLOCK;
 use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
