@@ -140,8 +140,29 @@ impl KvCacheManager {
     /// [`computed_blocks`](Self::computed_blocks) (which follow them), then
     /// caches every block that is full once those tokens are written.
     /// Returns false, changing nothing, if the free blocks do not suffice.
-    #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn allocate_slots(
+        &mut self,
+        seq: &mut SeqBlocks,
+        tokens: &[u32],
+        salt: Option<&str>,
+        num_computed_tokens: usize,
+        num_new_tokens: usize,
+        hits: &[BlockId],
+    ) -> bool {
+        // The decode fast path: room in the last block and no block filled.
+        let bs = self.block_size;
+        let total = num_computed_tokens + num_new_tokens;
+        if hits.is_empty()
+            && total <= seq.table.len() * bs
+            && !(self.caching && total >= (seq.num_registered + 1) * bs)
+        {
+            return true;
+        }
+        self.allocate_slots_slow(seq, tokens, salt, num_computed_tokens, num_new_tokens, hits)
+    }
+
+    fn allocate_slots_slow(
         &mut self,
         seq: &mut SeqBlocks,
         tokens: &[u32],
