@@ -231,11 +231,13 @@ impl LoopState {
         } = outcome;
 
         let index = &self.index;
-        let record_of = |id: RequestId| {
-            index.get(id.0).ok_or(RunError::UnknownRequest {
+        // A match, not `ok_or`: building the error eagerly costs a drop per token.
+        let record_of = |id: RequestId| match index.get(id.0) {
+            Some(i) => Ok(i),
+            None => Err(RunError::UnknownRequest {
                 engine: engine_index,
                 id: id.0,
-            })
+            }),
         };
         let requests = &mut self.records.requests;
         for (id, cached) in admitted {
