@@ -4,8 +4,9 @@
 //!   with N running decodes, with `FixedTokenRunner` (which computes nothing);
 //!   HASH is the prefix-cache hash (`sha256`, vLLM's default; `fast`) or
 //!   `no_caching`. A decoding sequence hashes one block every `block_size` steps.
-//! - `closed_loop_64`: a 64-client closed loop of 256-token prompts and 128
-//!   outputs (cb_sweep's load), per step, including admissions and finishes.
+//! - `closed_loop_64/HASH`: a 64-client closed loop of 256-token prompts and
+//!   128 outputs (cb_sweep's load), per step, including admissions, finishes
+//!   and building the next request's prompt.
 //! - `prefix_lookup/{sha256,fast}`: the cached-prefix lookup of a new
 //!   3,200-token prompt whose prefix is cached (hashing included).
 
@@ -18,31 +19,60 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 const PROMPT: usize = 32;
-const STEPS_PER_ENGINE: usize = 3_000;
+const STEPS_PER_ROUND: usize = 3_000;
 
-fn decode_engine(num_seqs: usize, caching: Option<HashAlgo>) -> EngineCore<FixedTokenRunner> {
-    let config = EngineConfig {
-        num_gpu_blocks: Some(num_seqs * 256 + 1),
-        enable_prefix_caching: caching.is_some(),
-        prefix_caching_hash_algo: caching.unwrap_or_default(),
-        ..EngineConfig::default()
-    };
-    let mut engine =
-        EngineCore::new(config, FixedTokenRunner::new(0, 151_936)).expect("valid config");
-    for i in 0..num_seqs as u64 {
-        let prompt = (0..PROMPT as u32).map(|t| t + 1000 * i as u32).collect();
-        engine
-            .add_request(Request::new(i, prompt, 4096 - PROMPT))
-            .expect("valid request");
+/// An engine whose `num_seqs` requests all decode, refilled between timed
+/// rounds (untimed) before any request runs out of outputs. Requests are
+/// replaced inside one engine rather than building a new one, so the timed
+/// steps run on memory the allocator reuses, as in a long simulation.
+struct DecodeBed {
+    engine: EngineCore<FixedTokenRunner>,
+    num_seqs: usize,
+    next_id: u64,
+    steps_left: usize,
+}
+
+impl DecodeBed {
+    fn new(num_seqs: usize, caching: Option<HashAlgo>) -> Self {
+        let config = EngineConfig {
+            num_gpu_blocks: Some(num_seqs * 256 + 1),
+            enable_prefix_caching: caching.is_some(),
+            prefix_caching_hash_algo: caching.unwrap_or_default(),
+            ..EngineConfig::default()
+        };
+        let runner = FixedTokenRunner::new(0, 151_936);
+        let engine = EngineCore::new(config, runner).expect("valid config");
+        let mut bed = Self {
+            engine,
+            num_seqs,
+            next_id: 0,
+            steps_left: 0,
+        };
+        bed.refill();
+        bed
     }
-    // Prefill everything so the measured steps are pure decodes.
-    loop {
-        let outcome = engine.step().expect("step");
-        if engine.num_waiting() == 0 && outcome.shape.is_decode_only() {
-            break;
+
+    /// Replaces every request by a fresh one and prefills them all.
+    fn refill(&mut self) {
+        let running: Vec<_> = self.engine.running_ids().collect();
+        for id in running {
+            self.engine.abort(id).expect("running request");
         }
+        for _ in 0..self.num_seqs {
+            let id = self.next_id;
+            self.next_id += 1;
+            let prompt = (0..PROMPT as u32).map(|t| t + 1000 * id as u32).collect();
+            let request = Request::new(id, prompt, 4096 - PROMPT);
+            self.engine.add_request(request).expect("valid request");
+        }
+        loop {
+            let outcome = self.engine.step().expect("step");
+            if self.engine.num_waiting() == 0 && outcome.shape.is_decode_only() {
+                break;
+            }
+        }
+        self.steps_left = 4096 - PROMPT - 8;
     }
-    engine
 }
 
 fn decode_step(c: &mut Criterion) {
@@ -57,19 +87,23 @@ fn decode_step(c: &mut Criterion) {
         let hash = caching.map_or("no_caching".to_string(), |a| {
             format!("{a:?}").to_lowercase()
         });
+        let mut bed = DecodeBed::new(num_seqs, caching);
         group.bench_function(BenchmarkId::new(hash, num_seqs), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 let mut left = iters as usize;
                 while left > 0 {
-                    let mut engine = decode_engine(num_seqs, caching);
-                    let n = left.min(STEPS_PER_ENGINE);
+                    if bed.steps_left == 0 {
+                        bed.refill();
+                    }
+                    let n = left.min(bed.steps_left).min(STEPS_PER_ROUND);
                     let start = Instant::now();
                     for _ in 0..n {
-                        black_box(engine.step().expect("step"));
+                        black_box(bed.engine.step().expect("step"));
                     }
                     total += start.elapsed();
                     left -= n;
+                    bed.steps_left -= n;
                 }
                 total
             })
@@ -79,34 +113,39 @@ fn decode_step(c: &mut Criterion) {
 }
 
 fn closed_loop_64(c: &mut Criterion) {
-    let config = EngineConfig {
-        num_gpu_blocks: Some(64 * 26 + 1),
-        ..EngineConfig::default()
-    };
-    let mut engine =
-        EngineCore::new(config, FixedTokenRunner::new(0, 151_936)).expect("valid config");
-    let mut next_id = 0u64;
-    let mut submit = |engine: &mut EngineCore<FixedTokenRunner>| {
-        let prompt = (0..256u32)
-            .map(|t| t.wrapping_mul(7919).wrapping_add(next_id as u32 * 131))
-            .collect();
-        engine
-            .add_request(Request::new(next_id, prompt, 128))
-            .expect("valid request");
-        next_id += 1;
-    };
-    for _ in 0..64 {
-        submit(&mut engine);
+    let mut group = c.benchmark_group("closed_loop_64");
+    for algo in [HashAlgo::Sha256, HashAlgo::Fast] {
+        let config = EngineConfig {
+            num_gpu_blocks: Some(64 * 26 + 1),
+            prefix_caching_hash_algo: algo,
+            ..EngineConfig::default()
+        };
+        let runner = FixedTokenRunner::new(0, 151_936);
+        let mut engine = EngineCore::new(config, runner).expect("valid config");
+        let mut next_id = 0u64;
+        let mut submit = |engine: &mut EngineCore<FixedTokenRunner>| {
+            let prompt = (0..256u32)
+                .map(|t| t.wrapping_mul(7919).wrapping_add(next_id as u32 * 131))
+                .collect();
+            let request = Request::new(next_id, prompt, 128);
+            engine.add_request(request).expect("valid request");
+            next_id += 1;
+        };
+        for _ in 0..64 {
+            submit(&mut engine);
+        }
+        let name = format!("{algo:?}").to_lowercase();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let outcome = engine.step().expect("step");
+                for _ in &outcome.finished {
+                    submit(&mut engine);
+                }
+                black_box(outcome)
+            })
+        });
     }
-    c.bench_function("closed_loop_64", |b| {
-        b.iter(|| {
-            let outcome = engine.step().expect("step");
-            for _ in &outcome.finished {
-                submit(&mut engine);
-            }
-            black_box(outcome)
-        })
-    });
+    group.finish();
 }
 
 fn prefix_lookup(c: &mut Criterion) {

@@ -46,6 +46,7 @@ pub struct StepOutcome {
     pub modeled_seconds: Option<f64>,
 }
 
+/// One serving engine: a [`Scheduler`] with its KV cache, and a runner.
 pub struct EngineCore<R: ModelRunner> {
     config: EngineConfig,
     runner: R,

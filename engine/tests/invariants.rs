@@ -21,6 +21,9 @@ use std::rc::Rc;
 
 type Slot = Option<(Option<String>, u32)>;
 
+/// Small, so EOS tokens come up often.
+const VOCAB: u32 = 11;
+
 #[derive(Default)]
 struct ContentModel {
     /// What each block slot was last written with.
@@ -116,6 +119,8 @@ struct Spec {
     max_tokens: usize,
     salt: Option<&'static str>,
     abort_after: Option<usize>,
+    /// Stops on this token (`ignore_eos` off) when set.
+    eos: Option<u32>,
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
@@ -127,9 +132,10 @@ fn spec() -> impl Strategy<Value = Spec> {
         1..20usize,
         prop::sample::select(vec![None, Some("a"), Some("b")]),
         prop::option::weighted(0.15, 0..30usize),
+        prop::option::weighted(0.2, 0..VOCAB),
     )
         .prop_map(
-            |(arrival, prefix, prefix_len, tail, max_tokens, salt, abort_after)| Spec {
+            |(arrival, prefix, prefix_len, tail, max_tokens, salt, abort_after, eos)| Spec {
                 arrival,
                 prefix,
                 prefix_len,
@@ -137,6 +143,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 max_tokens,
                 salt,
                 abort_after,
+                eos,
             },
         )
 }
@@ -231,12 +238,13 @@ fn run_workload(config: EngineConfig, specs: Vec<Spec>) -> Result<(), TestCaseEr
     let model = Rc::new(RefCell::new(ContentModel::default()));
     let blocks = config.num_gpu_blocks.unwrap();
     let runner = CheckingRunner {
-        inner: FixedTokenRunner::new(blocks, 11),
+        inner: FixedTokenRunner::new(blocks, VOCAB),
         model: model.clone(),
     };
     let mut e = EngineCore::new(config.clone(), runner).unwrap();
     let mut outputs: HashMap<RequestId, usize> = HashMap::new();
     let mut done: HashMap<RequestId, FinishReason> = HashMap::new();
+    let mut prompt_lens: HashMap<RequestId, usize> = HashMap::new();
     let last_arrival = specs.iter().map(|s| s.arrival).max().unwrap_or(0);
     let mut step = 0;
     while step <= last_arrival || e.has_unfinished() {
@@ -247,6 +255,9 @@ fn run_workload(config: EngineConfig, specs: Vec<Spec>) -> Result<(), TestCaseEr
                 let mut r =
                     Request::new(i as u64, prompt_of(s, config.max_model_len), s.max_tokens);
                 r.cache_salt = s.salt.map(str::to_string);
+                r.ignore_eos = s.eos.is_none();
+                r.eos_token_id = s.eos;
+                prompt_lens.insert(id, r.prompt_token_ids.len());
                 model
                     .borrow_mut()
                     .requests
@@ -273,7 +284,22 @@ fn run_workload(config: EngineConfig, specs: Vec<Spec>) -> Result<(), TestCaseEr
             *outputs.entry(id).or_default() += 1;
         }
         for &(id, reason) in &o.finished {
-            prop_assert_eq!(reason, FinishReason::Length);
+            let s = &specs[id.0 as usize];
+            let outs = &m.requests[&id].1[prompt_lens[&id]..];
+            // EOS ends a request at its first occurrence, unless the length
+            // limit ends it on the same token.
+            let eos_before_last = s
+                .eos
+                .is_some_and(|eos| outs[..outs.len() - 1].contains(&eos));
+            prop_assert!(!eos_before_last, "request {} ran past its EOS", id);
+            match reason {
+                FinishReason::Length => prop_assert_eq!(outs.len(), s.max_tokens),
+                FinishReason::Stop => {
+                    prop_assert!(outs.len() < s.max_tokens);
+                    prop_assert_eq!(outs.last().copied(), s.eos);
+                }
+                FinishReason::Aborted => prop_assert!(false, "abort reported as a finish"),
+            }
             prop_assert!(done.insert(id, reason).is_none());
         }
         prop_assert_eq!(o.kv_blocks_used, e.kv_cache().num_used_blocks());
@@ -284,6 +310,7 @@ fn run_workload(config: EngineConfig, specs: Vec<Spec>) -> Result<(), TestCaseEr
         let id = RequestId(i as u64);
         match done.get(&id) {
             Some(FinishReason::Length) => prop_assert_eq!(outputs[&id], s.max_tokens),
+            Some(FinishReason::Stop) => prop_assert!(s.eos.is_some()),
             Some(FinishReason::Aborted) => {
                 prop_assert!(outputs.get(&id).copied().unwrap_or(0) < s.max_tokens)
             }

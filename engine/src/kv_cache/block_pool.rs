@@ -24,6 +24,7 @@ use std::collections::HashMap;
 /// The null block's id.
 pub const NULL_BLOCK: BlockId = 0;
 
+/// The KV-cache blocks of one engine; see the module docs for the contract.
 #[derive(Debug, Clone)]
 pub struct BlockPool {
     ref_cnt: Vec<u32>,

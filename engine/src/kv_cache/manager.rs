@@ -48,6 +48,7 @@ impl SeqBlocks {
     }
 }
 
+/// Prefix-cache-aware block allocation for one engine, with hit counters.
 #[derive(Debug, Clone)]
 pub struct KvCacheManager {
     pool: BlockPool,

@@ -66,6 +66,8 @@ impl StepPlan {
     }
 }
 
+/// The waiting and running queues, every unfinished request's state and the
+/// KV-cache manager; `EngineCore` drives it once per step.
 #[derive(Debug)]
 pub struct Scheduler {
     config: EngineConfig,
