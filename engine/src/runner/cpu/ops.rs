@@ -58,7 +58,7 @@ pub(super) fn linear(x: &[f32], rows: usize, w: &Tensor) -> Result<Vec<f32>, Run
         }
     };
     let (start, len) = (layout.start_offset(), w.elem_count());
-    Ok(skinny_linear(
+    Ok(plain_linear(
         x,
         rows,
         &data[start..start + len],
@@ -71,9 +71,9 @@ fn flat(t: Tensor) -> candle_core::Result<Vec<f32>> {
     t.flatten_all()?.to_vec1()
 }
 
-/// Few rows: each weight row is read once and dotted with every input row,
+/// Each weight row is read once and dotted with every input row,
 /// output features split across threads.
-fn skinny_linear(x: &[f32], rows: usize, w: &[f32], k: usize) -> Vec<f32> {
+fn plain_linear(x: &[f32], rows: usize, w: &[f32], k: usize) -> Vec<f32> {
     const FEATURES_PER_TASK: usize = 64;
     let out_features = w.len() / k;
     let blocks: Vec<Vec<f32>> = w
