@@ -40,12 +40,20 @@ pub(super) fn batch_attention(
         .for_each(|(i, (out, q))| {
             let token = &tokens[i / n_heads];
             let kv_offset = (i % n_heads) / group * hd;
-            let row = |pos: usize| {
-                let start = kv.slot(token.block_table, pos) * kv.kv_size() + kv_offset;
-                start..start + hd
-            };
-            let mut scores: Vec<f32> = (0..=token.position)
-                .map(|pos| dot(q, &keys[row(pos)]) * scale)
+            // Positions 0..len, block by block: within a block the slots are
+            // consecutive, `kv_size` apart.
+            let len = token.position + 1;
+            let (bs, kv_size) = (kv.block_size(), kv.kv_size());
+            let rows = token.block_table[..len.div_ceil(bs)]
+                .iter()
+                .enumerate()
+                .flat_map(|(b, &block)| {
+                    let base = block as usize * bs * kv_size + kv_offset;
+                    (0..bs.min(len - b * bs)).map(move |j| base + j * kv_size)
+                });
+            let mut scores: Vec<f32> = rows
+                .clone()
+                .map(|r| dot(q, &keys[r..r + hd]) * scale)
                 .collect();
             let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0.0;
@@ -53,10 +61,10 @@ pub(super) fn batch_attention(
                 *s = (*s - max).exp();
                 sum += *s;
             }
-            for (pos, p) in scores.iter().enumerate() {
+            for (r, p) in rows.zip(&scores) {
                 let weight = p / sum;
                 out.iter_mut()
-                    .zip(&values[row(pos)])
+                    .zip(&values[r..r + hd])
                     .for_each(|(o, v)| *o += weight * v);
             }
         });

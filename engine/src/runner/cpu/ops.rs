@@ -11,30 +11,34 @@ pub(super) fn device_error(e: candle_core::Error) -> RunnerError {
 }
 
 /// Batches of at most this many rows are "skinny": gemm's small-m path is
-/// slow for them (measured on a 6144 x 1024 f32 matrix: 3.1 ms for 8 rows
+/// slow for them (6144 x 1024 f32 weights on 2 cores: 3.1 ms for 8 rows
 /// against 0.47 ms for one).
 const SKINNY_ROWS: usize = 16;
 
-/// Weights of at most this many values are "small": a candle matmul call
-/// costs about 28 us whatever the size below this, more than the arithmetic.
-const SMALL_WEIGHTS: usize = 1 << 20;
+/// Products of at most this many multiply-adds are "small": a candle matmul
+/// call costs a fixed 28 us on 2 cores and about 300 us on 16 (thread
+/// wake-ups), more than the arithmetic.
+const SMALL_PRODUCT: usize = 1 << 22;
 
 /// `x[rows, in] @ w[out, in]^T`, row-major result `[rows, out]`.
 ///
-/// Many rows: gemm. Skinny batch on large weights: gemm on the transposed
-/// problem `(w @ x^T)^T`, about twice as fast there (1.6 ms for 8 rows on the
-/// matrix above). Skinny batch on small weights: a plain kernel with no
-/// per-call overhead.
+/// - one row, or a small product: a plain kernel parallel over output
+///   features (gemm runs a single row on one thread: the 151936 x 1024 LM
+///   head took 51 ms with gemm, 6.7 ms with this kernel on 16 cores);
+/// - more than [`SKINNY_ROWS`] rows: gemm;
+/// - otherwise gemm on the transposed problem `(w @ x^T)^T`, up to 3 times
+///   faster than `x @ w^T` for 2 to 16 rows on 2 cores, as fast on 16.
 pub(super) fn linear(x: &[f32], rows: usize, w: &Tensor) -> Result<Vec<f32>, RunnerError> {
     let in_features = w.dim(1).map_err(device_error)?;
-    if rows > SKINNY_ROWS {
+    let plain = rows == 1 || rows * w.elem_count() <= SMALL_PRODUCT;
+    if !plain && rows > SKINNY_ROWS {
         let x = Tensor::from_slice(x, (rows, in_features), &Device::Cpu).map_err(device_error)?;
         return x
             .matmul(&w.t().map_err(device_error)?)
             .and_then(flat)
             .map_err(device_error);
     }
-    if w.elem_count() > SMALL_WEIGHTS || !w.is_contiguous() {
+    if !plain || !w.is_contiguous() {
         let x_t = Tensor::from_slice(x, (rows, in_features), &Device::Cpu)
             .and_then(|x| x.t())
             .map_err(device_error)?;
@@ -54,7 +58,7 @@ pub(super) fn linear(x: &[f32], rows: usize, w: &Tensor) -> Result<Vec<f32>, Run
         }
     };
     let (start, len) = (layout.start_offset(), w.elem_count());
-    Ok(skinny_linear(
+    Ok(plain_linear(
         x,
         rows,
         &data[start..start + len],
@@ -67,9 +71,9 @@ fn flat(t: Tensor) -> candle_core::Result<Vec<f32>> {
     t.flatten_all()?.to_vec1()
 }
 
-/// Few rows: each weight row is read once and dotted with every input row,
+/// Each weight row is read once and dotted with every input row,
 /// output features split across threads.
-fn skinny_linear(x: &[f32], rows: usize, w: &[f32], k: usize) -> Vec<f32> {
+fn plain_linear(x: &[f32], rows: usize, w: &[f32], k: usize) -> Vec<f32> {
     const FEATURES_PER_TASK: usize = 64;
     let out_features = w.len() / k;
     let blocks: Vec<Vec<f32>> = w
@@ -194,22 +198,31 @@ pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
 mod tests {
     use super::*;
 
-    /// Every path of `linear` (skinny on small weights, transposed gemm on
-    /// large weights, plain gemm) against a plain f64 loop.
+    /// Every path of `linear` (plain kernel, transposed gemm, gemm) against
+    /// an f64 loop.
     #[test]
     fn linear_paths_agree_with_plain_loops() {
-        for (out_f, in_f) in [(96, 40), (SMALL_WEIGHTS / 512 + 1, 512)] {
+        let many = SMALL_PRODUCT / (96 * 40) + 1;
+        let cases: [(usize, usize, &[usize]); 2] = [
+            (96, 40, &[1, 5, SKINNY_ROWS, SKINNY_ROWS + 3, many]),
+            (
+                SMALL_PRODUCT / 512 + 1,
+                512,
+                &[1, 5, SKINNY_ROWS, SKINNY_ROWS + 3],
+            ),
+        ];
+        for (out_f, in_f, row_counts) in cases {
             let w: Vec<f32> = (0..out_f * in_f)
                 .map(|i| ((i * 37 % 101) as f32 - 50.0) / 500.0)
                 .collect();
             let wt = Tensor::from_slice(&w, (out_f, in_f), &Device::Cpu).unwrap();
-            for rows in [1, 5, SKINNY_ROWS, SKINNY_ROWS + 3] {
+            for &rows in row_counts {
                 let x: Vec<f32> = (0..rows * in_f)
                     .map(|i| ((i * 13 % 29) as f32 - 14.0) / 10.0)
                     .collect();
                 let y = linear(&x, rows, &wt).unwrap();
                 assert_eq!(y.len(), rows * out_f);
-                for r in 0..rows {
+                for r in (0..rows).step_by(rows / 7 + 1) {
                     for o in (0..out_f).step_by(out_f / 13 + 1) {
                         let want: f64 = (0..in_f)
                             .map(|k| x[r * in_f + k] as f64 * w[o * in_f + k] as f64)

@@ -35,6 +35,10 @@ impl PagedKv {
         self.v[layer][range].copy_from_slice(v);
     }
 
+    pub(super) fn block_size(&self) -> usize {
+        self.block_size
+    }
+
     pub(super) fn kv_size(&self) -> usize {
         self.kv_size
     }
