@@ -19,6 +19,9 @@ use crate::request::RequestId;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
 /// One sequence's share of a step.
 #[derive(Debug, Clone, Copy)]
 pub struct ScheduledSeq<'a> {
@@ -92,7 +95,11 @@ impl BatchShape {
         self.seqs.len() - self.num_decodes()
     }
     pub fn prefill_tokens(&self) -> usize {
-        self.seqs.iter().filter(|s| !s.is_decode()).map(|s| s.new_tokens as usize).sum()
+        self.seqs
+            .iter()
+            .filter(|s| !s.is_decode())
+            .map(|s| s.new_tokens as usize)
+            .sum()
     }
     pub fn num_sampled(&self) -> usize {
         self.seqs.iter().filter(|s| s.samples).count()

@@ -1,0 +1,335 @@
+// Paged attention over the KV cache (appended to kernels.cu; same #defines).
+//
+// Step metadata (all int32): q_start[S+1] (first token row of each sequence in the batch),
+// ctx_len[S] (tokens in the cache after this step: start_pos + new tokens), block_tables
+// [S][bt_stride] with bt_stride read from hdr[0] on the device so a captured graph stays valid
+// as contexts grow.
+//
+// attn_prefill: tensor-core flash attention (mma.sync m16n8k16 bf16, fp32 accumulate, online
+// softmax). One block = 4 warps = 64 rows, a row being a (query token, query head of this KV
+// head's group) pair, so the GQA group shares every K/V tile loaded to shared memory. Causal
+// within the chunk, full over the cached context before it.
+//
+// attn_decode: one query token per sequence; block = (sequence, KV head, split); each warp walks
+// a contiguous run of keys, lanes split the head dimension. With nsplit > 1 it writes partial
+// (max, sum, unnormalised output) rows that attn_combine merges (flash-decoding).
+
+#define ATT_BM 64
+#define ATT_BN 64
+#define ATT_PAD (HEAD_DIM + 8)
+#define TOK_PER_TILE (ATT_BM / GQA_GROUP)
+
+__device__ __forceinline__ void mma_bf16_16816(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const void* smem_row) {
+    u32 addr = (u32)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
+    bf162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&v);
+}
+
+// tiles[2*i] = sequence, tiles[2*i+1] = index of the tile's first new token within the sequence.
+extern "C" __global__ void __launch_bounds__(128) attn_prefill(
+    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ out, const int* __restrict__ tiles, const int* __restrict__ q_start,
+    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2) {
+    __shared__ __align__(16) bf16 Ks[ATT_BN][ATT_PAD];
+    __shared__ __align__(16) bf16 Vs[ATT_BN][ATT_PAD];
+    const int tile = blockIdx.x, kvh = blockIdx.y;
+    const int seq = tiles[2 * tile], t0 = tiles[2 * tile + 1];
+    const int qs = q_start[seq], n_new = q_start[seq + 1] - qs;
+    const int L = ctx_len[seq], start = L - n_new;
+    const int* bt = block_tables + (long long)seq * hdr[0];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    const int tok0 = t0 + r0 / GQA_GROUP, tok1 = t0 + r1 / GQA_GROUP;
+    const int h0 = kvh * GQA_GROUP + r0 % GQA_GROUP, h1 = kvh * GQA_GROUP + r1 % GQA_GROUP;
+    const bool ok0 = tok0 < n_new, ok1 = tok1 < n_new;
+    const int qpos0 = start + tok0, qpos1 = start + tok1;
+    int last_tok = t0 + TOK_PER_TILE - 1;
+    if (last_tok > n_new - 1) last_tok = n_new - 1;
+    const int kv_end = start + last_tok + 1;
+
+    u32 qa[HEAD_DIM / 16][4];
+    {
+        const bf16* q0 = qkv + (long long)(qs + (ok0 ? tok0 : 0)) * QKV_DIM + h0 * HEAD_DIM;
+        const bf16* q1 = qkv + (long long)(qs + (ok1 ? tok1 : 0)) * QKV_DIM + h1 * HEAD_DIM;
+#pragma unroll
+        for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+            qa[kk][0] = *reinterpret_cast<const u32*>(q0 + kk * 16 + tig * 2);
+            qa[kk][1] = *reinterpret_cast<const u32*>(q1 + kk * 16 + tig * 2);
+            qa[kk][2] = *reinterpret_cast<const u32*>(q0 + kk * 16 + 8 + tig * 2);
+            qa[kk][3] = *reinterpret_cast<const u32*>(q1 + kk * 16 + 8 + tig * 2);
+        }
+    }
+    float o[HEAD_DIM / 8][4];
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = NEG_BIG, m1 = NEG_BIG, l0 = 0.0f, l1 = 0.0f;
+
+    for (int kt = 0; kt < kv_end; kt += ATT_BN) {
+        __syncthreads();  // the previous tile's readers are done
+        for (int c = threadIdx.x; c < ATT_BN * (HEAD_DIM / 8); c += blockDim.x) {
+            int r = c / (HEAD_DIM / 8), col = (c % (HEAD_DIM / 8)) * 8;
+            int key = kt + r;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (key < kv_end) {
+                long long slot = (long long)bt[key / block_size] * block_size + key % block_size;
+                long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + col;
+                kv = *reinterpret_cast<const uint4*>(k_cache + off);
+                vv = *reinterpret_cast<const uint4*>(v_cache + off);
+            }
+            *reinterpret_cast<uint4*>(&Ks[r][col]) = kv;
+            *reinterpret_cast<uint4*>(&Vs[r][col]) = vv;
+        }
+        __syncthreads();
+
+        float s[ATT_BN / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < ATT_BN / 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+                u32 b0 = *reinterpret_cast<const u32*>(&Ks[nt * 8 + g][kk * 16 + tig * 2]);
+                u32 b1 = *reinterpret_cast<const u32*>(&Ks[nt * 8 + g][kk * 16 + 8 + tig * 2]);
+                mma_bf16_16816(s[nt], qa[kk], b0, b1);
+            }
+        }
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int nt = 0; nt < ATT_BN / 8; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = kt + nt * 8 + tig * 2 + (e & 1);
+                int qp = e < 2 ? qpos0 : qpos1;
+                float x = s[nt][e] * scale_log2;
+                if (key > qp || key >= kv_end) x = -INFINITY;
+                s[nt][e] = x;
+                if (e < 2) mx0 = fmaxf(mx0, x); else mx1 = fmaxf(mx1, x);
+            }
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        float c0 = exp2f(m0 - mx0), c1 = exp2f(m1 - mx1);
+        m0 = mx0;
+        m1 = mx1;
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int i = 0; i < HEAD_DIM / 8; i++) {
+            o[i][0] *= c0; o[i][1] *= c0;
+            o[i][2] *= c1; o[i][3] *= c1;
+        }
+#pragma unroll
+        for (int nt = 0; nt < ATT_BN / 8; nt++) {
+            s[nt][0] = exp2f(s[nt][0] - m0);
+            s[nt][1] = exp2f(s[nt][1] - m0);
+            s[nt][2] = exp2f(s[nt][2] - m1);
+            s[nt][3] = exp2f(s[nt][3] - m1);
+            l0 += s[nt][0] + s[nt][1];
+            l1 += s[nt][2] + s[nt][3];
+        }
+#pragma unroll
+        for (int kc = 0; kc < ATT_BN / 16; kc++) {
+            u32 pa[4];
+            pa[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
+            pa[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
+            pa[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+            pa[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+#pragma unroll
+            for (int nd = 0; nd < HEAD_DIM / 8; nd += 2) {
+                u32 vb[4];
+                const bf16* row = &Vs[kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8][(nd + (lane >> 4)) * 8];
+                ldmatrix_x4_trans(vb, row);
+                mma_bf16_16816(o[nd], pa, vb[0], vb[1]);
+                mma_bf16_16816(o[nd + 1], pa, vb[2], vb[3]);
+            }
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    bf16* out0 = out + (long long)(qs + tok0) * Q_DIM + h0 * HEAD_DIM;
+    bf16* out1 = out + (long long)(qs + tok1) * Q_DIM + h1 * HEAD_DIM;
+#pragma unroll
+    for (int nd = 0; nd < HEAD_DIM / 8; nd++) {
+        int col = nd * 8 + tig * 2;
+        if (ok0) *reinterpret_cast<u32*>(out0 + col) = pack_bf16(o[nd][0] * inv0, o[nd][1] * inv0);
+        if (ok1) *reinterpret_cast<u32*>(out1 + col) = pack_bf16(o[nd][2] * inv1, o[nd][3] * inv1);
+    }
+}
+
+#define DEC_WARPS 4
+#define DEC_EPL (HEAD_DIM / 32)
+
+__device__ __forceinline__ void load_lane_vec(const bf16* p, float* f) {
+#if DEC_EPL == 4
+    uint2 u = *reinterpret_cast<const uint2*>(p);
+    float2 a = __bfloat1622float2(*reinterpret_cast<bf162*>(&u.x));
+    float2 b = __bfloat1622float2(*reinterpret_cast<bf162*>(&u.y));
+    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
+#elif DEC_EPL == 2
+    float2 a = __bfloat1622float2(*reinterpret_cast<const bf162*>(p));
+    f[0] = a.x; f[1] = a.y;
+#else
+#pragma unroll
+    for (int e = 0; e < DEC_EPL; e++) f[e] = __bfloat162float(p[e]);
+#endif
+}
+
+// dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
+// part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
+extern "C" __global__ void __launch_bounds__(128) attn_decode(
+    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
+    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
+    __shared__ float sm_m[DEC_WARPS][GQA_GROUP], sm_l[DEC_WARPS][GQA_GROUP];
+    __shared__ float sm_acc[DEC_WARPS][GQA_GROUP][HEAD_DIM];
+    const int i = blockIdx.x, kvh = blockIdx.y, z = blockIdx.z;
+    const int seq = dec_seqs[i];
+    const int row = q_start[seq];
+    const int L = ctx_len[seq];
+    const int* bt = block_tables + (long long)seq * hdr[0];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    int per = (L + nsplit - 1) / nsplit;
+    per = (per + 15) & ~15;
+    int kb = z * per, ke = kb + per < L ? kb + per : L;
+    int span = ke > kb ? ke - kb : 0;
+    int wper = (span + DEC_WARPS - 1) / DEC_WARPS;
+    int wb = kb + warp * wper, we = wb + wper < ke ? wb + wper : ke;
+
+    float q[GQA_GROUP][DEC_EPL];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        load_lane_vec(qkv + (long long)row * QKV_DIM + (kvh * GQA_GROUP + j) * HEAD_DIM + lane * DEC_EPL, q[j]);
+#pragma unroll
+        for (int e = 0; e < DEC_EPL; e++) q[j][e] *= scale_log2;
+    }
+    float m[GQA_GROUP], l[GQA_GROUP], acc[GQA_GROUP][DEC_EPL];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        m[j] = NEG_BIG;
+        l[j] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
+    }
+    const int UNR = 4;
+    for (int key = wb; key < we; key += UNR) {
+        float kf[UNR][DEC_EPL], vf[UNR][DEC_EPL];
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+            int kk = key + u;
+            if (kk < we) {
+                long long slot = (long long)bt[kk / block_size] * block_size + kk % block_size;
+                long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + lane * DEC_EPL;
+                load_lane_vec(k_cache + off, kf[u]);
+                load_lane_vec(v_cache + off, vf[u]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) kf[u][e] = vf[u][e] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < GQA_GROUP; j++) {
+            float sc[UNR];
+#pragma unroll
+            for (int u = 0; u < UNR; u++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[u][e];
+                sc[u] = d;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < UNR; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+            }
+            float mx = m[j];
+#pragma unroll
+            for (int u = 0; u < UNR; u++) {
+                if (key + u >= we) sc[u] = -INFINITY;
+                mx = fmaxf(mx, sc[u]);
+            }
+            float c = exp2f(m[j] - mx);
+            m[j] = mx;
+            l[j] *= c;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) acc[j][e] *= c;
+#pragma unroll
+            for (int u = 0; u < UNR; u++) {
+                float p = exp2f(sc[u] - mx);
+                l[j] += p;
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[u][e];
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        if (lane == 0) { sm_m[warp][j] = m[j]; sm_l[warp][j] = l[j]; }
+#pragma unroll
+        for (int e = 0; e < DEC_EPL; e++) sm_acc[warp][j][lane * DEC_EPL + e] = acc[j][e];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GQA_GROUP * HEAD_DIM; idx += blockDim.x) {
+        int j = idx / HEAD_DIM, d = idx % HEAD_DIM;
+        float M = NEG_BIG;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, sm_m[w][j]);
+        float Ls = 0.0f, A = 0.0f;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++) {
+            float f = exp2f(sm_m[w][j] - M);
+            Ls += sm_l[w][j] * f;
+            A += sm_acc[w][j][d] * f;
+        }
+        int h = kvh * GQA_GROUP + j;
+        if (nsplit == 1) {
+            out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? A / Ls : 0.0f);
+        } else {
+            long long base = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+            part_o[base * HEAD_DIM + d] = A;
+            if (d == 0) {
+                part_ml[base * 2] = M;
+                part_ml[base * 2 + 1] = Ls;
+            }
+        }
+    }
+}
+
+// grid (n_dec, NUM_Q_HEADS), block HEAD_DIM threads.
+extern "C" __global__ void attn_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                                        bf16* __restrict__ out, const int* __restrict__ dec_seqs,
+                                        const int* __restrict__ q_start, int nsplit) {
+    const int i = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const int row = q_start[dec_seqs[i]];
+    long long base = ((long long)i * NUM_Q_HEADS + h) * nsplit;
+    float M = NEG_BIG;
+    for (int z = 0; z < nsplit; z++) M = fmaxf(M, part_ml[(base + z) * 2]);
+    float Ls = 0.0f, A = 0.0f;
+    for (int z = 0; z < nsplit; z++) {
+        float f = exp2f(part_ml[(base + z) * 2] - M);
+        Ls += part_ml[(base + z) * 2 + 1] * f;
+        A += part_o[(base + z) * HEAD_DIM + d] * f;
+    }
+    out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? A / Ls : 0.0f);
+}
