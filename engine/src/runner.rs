@@ -19,6 +19,7 @@ use crate::request::RequestId;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 

@@ -1,6 +1,14 @@
 //! Qwen3 configuration from a Hugging Face `config.json`, and presets.
+//!
+//! Contract: [`Qwen3Config::from_json_file`] accepts the `config.json` that
+//! `transformers` writes for `Qwen3ForCausalLM` (extra keys are ignored,
+//! `head_dim` defaults to `hidden_size / num_attention_heads`, `eos_token_id`
+//! may be a number or a list, of which the first is kept) and rejects what the
+//! engine cannot run (another `model_type`, RoPE scaling, sliding-window
+//! attention, inconsistent head counts) with an error naming the file.
 
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -84,6 +92,72 @@ impl Qwen3Config {
         }
     }
 
+    /// Reads a Hugging Face `config.json` (or a directory holding one).
+    pub fn from_json_file(path: &Path) -> Result<Self, ModelError> {
+        let path = if path.is_dir() {
+            path.join("config.json")
+        } else {
+            path.to_path_buf()
+        };
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|e| ModelError::Io {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        Self::from_json_str(&text).map_err(|message| ModelError::Config {
+            path: shown,
+            message,
+        })
+    }
+
+    /// Parses the text of a `config.json`; the error is the problem alone,
+    /// [`Self::from_json_file`] adds the file name.
+    pub fn from_json_str(text: &str) -> Result<Self, String> {
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        raw.into_config()
+    }
+
+    /// Checks that the shape is one the runners can execute.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("head_dim", self.head_dim),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be positive"));
+        }
+        if !self
+            .num_attention_heads
+            .is_multiple_of(self.num_key_value_heads)
+        {
+            return Err(format!(
+                "num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
+                self.num_attention_heads, self.num_key_value_heads
+            ));
+        }
+        if !self.head_dim.is_multiple_of(2) {
+            return Err(format!(
+                "head_dim ({}) must be even for RoPE",
+                self.head_dim
+            ));
+        }
+        if !(self.rms_norm_eps > 0.0 && self.rms_norm_eps.is_finite()) {
+            return Err(format!(
+                "rms_norm_eps ({}) must be positive",
+                self.rms_norm_eps
+            ));
+        }
+        if !(self.rope_theta > 0.0 && self.rope_theta.is_finite()) {
+            return Err(format!("rope_theta ({}) must be positive", self.rope_theta));
+        }
+        Ok(())
+    }
+
     pub fn preset(name: &str) -> Result<Self, ModelError> {
         match name {
             "qwen3-0.6b" => Ok(Self::qwen3_0_6b()),
@@ -113,4 +187,98 @@ impl Qwen3Config {
         let head = if self.tie_word_embeddings { 0 } else { embed };
         embed + head + self.num_hidden_layers * per_layer + h
     }
+}
+
+/// `config.json` as written by `transformers`: the optional and loosely typed
+/// keys that [`Qwen3Config`] fixes.
+#[derive(Deserialize)]
+struct RawConfig {
+    #[serde(default)]
+    model_type: Option<String>,
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    #[serde(default)]
+    num_key_value_heads: Option<usize>,
+    #[serde(default)]
+    head_dim: Option<usize>,
+    #[serde(default = "default_rms_norm_eps")]
+    rms_norm_eps: f64,
+    #[serde(default = "default_rope_theta")]
+    rope_theta: f64,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    #[serde(default = "default_max_position_embeddings")]
+    max_position_embeddings: usize,
+    #[serde(default)]
+    eos_token_id: Option<serde_json::Value>,
+    #[serde(default)]
+    rope_scaling: Option<serde_json::Value>,
+    #[serde(default)]
+    use_sliding_window: bool,
+    #[serde(default)]
+    hidden_act: Option<String>,
+}
+
+fn default_rms_norm_eps() -> f64 {
+    1e-6
+}
+
+fn default_rope_theta() -> f64 {
+    10_000.0
+}
+
+impl RawConfig {
+    fn into_config(self) -> Result<Qwen3Config, String> {
+        if let Some(t) = self.model_type.as_deref().filter(|t| *t != "qwen3") {
+            return Err(format!("model_type {t:?} is not qwen3"));
+        }
+        if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err("rope_scaling is not supported".into());
+        }
+        if self.use_sliding_window {
+            return Err("use_sliding_window is not supported".into());
+        }
+        if let Some(act) = self.hidden_act.as_deref().filter(|a| *a != "silu") {
+            return Err(format!("hidden_act {act:?} is not supported (only silu)"));
+        }
+        if self.num_attention_heads == 0 {
+            return Err("num_attention_heads must be positive".into());
+        }
+        let eos_token_id = match self.eos_token_id {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(parse_eos(&v)?),
+        };
+        let config = Qwen3Config {
+            vocab_size: self.vocab_size,
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            num_hidden_layers: self.num_hidden_layers,
+            num_attention_heads: self.num_attention_heads,
+            num_key_value_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
+            head_dim: self
+                .head_dim
+                .unwrap_or(self.hidden_size / self.num_attention_heads),
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            tie_word_embeddings: self.tie_word_embeddings,
+            max_position_embeddings: self.max_position_embeddings,
+            eos_token_id,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn parse_eos(v: &serde_json::Value) -> Result<u32, String> {
+    let first = match v {
+        serde_json::Value::Array(items) => items.first().ok_or("eos_token_id is an empty list")?,
+        other => other,
+    };
+    first
+        .as_u64()
+        .and_then(|id| u32::try_from(id).ok())
+        .ok_or_else(|| format!("eos_token_id {v} is not a token id"))
 }

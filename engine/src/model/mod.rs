@@ -7,7 +7,9 @@
 //! can be compared.
 
 pub mod config;
+pub mod safetensors_loader;
+pub mod synthetic;
 pub mod weights;
 
 pub use config::{ModelError, Qwen3Config};
-pub use weights::{HostTensor, LayerWeights, Qwen3Weights};
+pub use weights::{tensor_specs, HostTensor, LayerWeights, Qwen3Weights};
