@@ -10,7 +10,7 @@
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager]`.
 
 use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{CudaRunner, CudaRunnerConfig};
+use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -72,7 +72,7 @@ fn decode(
         };
         let out = r.execute(&batch)?;
         for (k, &i) in chunk.iter().enumerate() {
-            last[i] = out.sampled[k];
+            last[i] = out.sampled[k] % vocab as u32;
         }
     }
     let mut times = Vec::new();
@@ -96,7 +96,10 @@ fn decode(
         if step >= DECODE_WARMUP {
             times.push(dt);
         }
-        last.copy_from_slice(&out.sampled);
+        // Profiling runs that skip the LM head leave stale tokens: keep them in range.
+        for (l, &t) in last.iter_mut().zip(&out.sampled) {
+            *l = t % vocab as u32;
+        }
     }
     Ok(median(times))
 }
@@ -123,6 +126,50 @@ fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn st
         }
     }
     Ok(median(times))
+}
+
+/// Step time with kernel groups left out (outputs are wrong; differences are
+/// what each group costs), and with cuBLAS instead of the skinny GEMM.
+fn profile(r: &mut CudaRunner, vocab: usize, budget: usize, out: &std::path::Path, date: &str) -> Result<(), Box<dyn std::error::Error>> {
+    for (name, regs, local) in r.kernel_resources() {
+        println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
+    }
+    let masks: [(&str, u32, bool); 8] = [
+        ("full", 0, true),
+        ("full_cublas", 0, false),
+        ("no_gemm", SKIP_GEMM, true),
+        ("no_attention", SKIP_ATTENTION, true),
+        ("no_elementwise", SKIP_ELEMENTWISE, true),
+        ("no_head", SKIP_HEAD, true),
+        ("gemm_only", SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD, true),
+        ("nothing", SKIP_GEMM | SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD, true),
+    ];
+    let mut csv = String::from("case,variant,ms_median,date\n");
+    for case in ["decode1", "decode16", "decode64", "decode256", "prefill3200", "prefill512"] {
+        for &(variant, mask, skinny) in &masks {
+            r.set_use_skinny_gemm(skinny);
+            r.set_profile_skip(mask);
+            let s = match case {
+                "decode1" => decode(r, 1, vocab, budget),
+                "decode16" => decode(r, 16, vocab, budget),
+                "decode64" => decode(r, 64, vocab, budget),
+                "decode256" => decode(r, 256, vocab, budget),
+                "prefill3200" => prefill(r, 3200, vocab),
+                _ => prefill(r, 512, vocab),
+            };
+            match s {
+                Ok(s) => {
+                    println!("profile {case:<12} {variant:<15} {:.3} ms", s * 1e3);
+                    let _ = writeln!(csv, "{case},{variant},{:.4},{date}", s * 1e3);
+                }
+                Err(e) => println!("profile {case} {variant}: ERROR {e}"),
+            }
+        }
+    }
+    r.set_profile_skip(0);
+    r.set_use_skinny_gemm(true);
+    std::fs::write(out.join("profile.csv"), csv)?;
+    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -201,6 +248,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Err(e) => println!("prefill {n}: ERROR {e}"),
         }
+    }
+    if args.iter().any(|a| a == "--profile") {
+        profile(&mut r, cfg.vocab_size, budget, &out, &date)?;
     }
     let name = if eager {
         "engine_eager.csv"

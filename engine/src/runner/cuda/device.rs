@@ -157,6 +157,7 @@ impl<T: Copy + Default> Drop for PinnedBuffer<T> {
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 const ATTENTION_CU: &str = include_str!("attention.cu");
+const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
 #[derive(Debug, Clone, Copy)]
@@ -176,12 +177,14 @@ pub(crate) struct Kernels {
     pub attn_prefill: CudaFunction,
     pub attn_decode: CudaFunction,
     pub attn_combine: CudaFunction,
+    /// `skinny_gemm[i]` handles up to `16 * (i + 1)` rows.
+    pub skinny_gemm: [CudaFunction; 4],
 }
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{}\n{}",
-        shape.head_dim, shape.num_q_heads, shape.num_kv_heads, KERNELS_CU, ATTENTION_CU
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{}\n{}\n{}",
+        shape.head_dim, shape.num_q_heads, shape.num_kv_heads, KERNELS_CU, ATTENTION_CU, SKINNY_GEMM_CU
     )
 }
 
@@ -255,7 +258,37 @@ impl Kernels {
             attn_prefill: f("attn_prefill")?,
             attn_decode: f("attn_decode")?,
             attn_combine: f("attn_combine")?,
+            skinny_gemm: [f("skinny_gemm_1")?, f("skinny_gemm_2")?, f("skinny_gemm_3")?, f("skinny_gemm_4")?],
         })
+    }
+}
+
+impl Kernels {
+    /// (name, registers per thread, local-memory bytes per thread) of every kernel.
+    pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
+        use cudarc::driver::sys::CUfunction_attribute as A;
+        let named: [(&'static str, &CudaFunction); 12] = [
+            ("embed_gather", &self.embed_gather),
+            ("add_rmsnorm", &self.add_rmsnorm),
+            ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
+            ("silu_mul", &self.silu_mul),
+            ("argmax_rows", &self.argmax_rows),
+            ("attn_prefill", &self.attn_prefill),
+            ("attn_decode", &self.attn_decode),
+            ("attn_combine", &self.attn_combine),
+            ("skinny_gemm_1", &self.skinny_gemm[0]),
+            ("skinny_gemm_2", &self.skinny_gemm[1]),
+            ("skinny_gemm_3", &self.skinny_gemm[2]),
+            ("skinny_gemm_4", &self.skinny_gemm[3]),
+        ];
+        named
+            .iter()
+            .map(|(n, f)| {
+                let regs = f.get_attribute(A::CU_FUNC_ATTRIBUTE_NUM_REGS).unwrap_or(-1);
+                let local = f.get_attribute(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).unwrap_or(-1);
+                (*n, regs, local)
+            })
+            .collect()
     }
 }
 

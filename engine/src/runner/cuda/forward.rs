@@ -5,12 +5,53 @@
 //! the same code is captured into decode graphs.
 
 use super::device::{launch, Arg};
+use cudarc::driver::CudaFunction;
 use super::gemm::OutType;
 use super::meta::StepLayout;
-use super::CudaRunner;
+use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
 
 impl CudaRunner {
+    /// Launches unless `group` is masked off for profiling.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_in(
+        &self,
+        group: u32,
+        f: &CudaFunction,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        smem: u32,
+        args: &[Arg],
+    ) -> Result<(), RunnerError> {
+        if self.profile_skip & group != 0 {
+            return Ok(());
+        }
+        launch(&self.stream, f, name, grid, block, smem, args)
+    }
+
+    /// `y[m, n] = x[m, k] · w[n, k]ᵀ`: the skinny tensor-core kernel for
+    /// decode-sized `m` (it reads each weight byte once at full width), cuBLAS otherwise.
+    #[allow(clippy::too_many_arguments)]
+    fn linear(&self, x: u64, w: u64, y: u64, m: usize, n: usize, k: usize, out: OutType, group: u32) -> Result<(), RunnerError> {
+        if self.profile_skip & group != 0 || m == 0 {
+            return Ok(());
+        }
+        if self.use_skinny && m <= 64 && k % 256 == 0 && n % 8 == 0 {
+            let f = &self.kernels.skinny_gemm[m.div_ceil(16) - 1];
+            return launch(&self.stream, f, "skinny_gemm", ((n / 8) as u32, 1, 1), 256, 0, &[
+                Arg::Ptr(x),
+                Arg::Ptr(w),
+                Arg::Ptr(y),
+                Arg::I32(m as i32),
+                Arg::I32(n as i32),
+                Arg::I32(k as i32),
+                Arg::I32((out == OutType::F32) as i32),
+            ]);
+        }
+        self.gemm.linear(x, w, y, m, n, k, out)
+    }
+
     /// Enqueues the forward pass for a step whose metadata is (or will be, before
     /// the work runs) at `self.ws.meta`, laid out as `lay`; `nsplit` splits of the
     /// decode attention.
@@ -21,7 +62,6 @@ impl CudaRunner {
     ) -> Result<(), RunnerError> {
         let c = &self.cfg;
         let k = &self.kernels;
-        let s = &self.stream;
         let ws = &self.ws;
         let w = &self.weights;
         let (t, hdim) = (lay.num_tokens, c.hidden_size);
@@ -34,8 +74,8 @@ impl CudaRunner {
         let norm_smem = (hdim * 4) as u32;
         let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
 
-        launch(
-            s,
+        self.launch_in(
+            SKIP_ELEMENTWISE,
             &k.embed_gather,
             "embed_gather",
             (tok, 1, 1),
@@ -50,8 +90,8 @@ impl CudaRunner {
         )?;
         for (li, lw) in w.layers.iter().enumerate() {
             let delta = if li == 0 { 0 } else { ws.out.ptr };
-            launch(
-                s,
+            self.launch_in(
+                SKIP_ELEMENTWISE,
                 &k.add_rmsnorm,
                 "add_rmsnorm(in)",
                 (tok, 1, 1),
@@ -68,7 +108,7 @@ impl CudaRunner {
                     Arg::I32(1),
                 ],
             )?;
-            self.gemm.linear(
+            self.linear(
                 ws.normed.ptr,
                 lw.qkv.ptr,
                 ws.qkv.ptr,
@@ -76,11 +116,12 @@ impl CudaRunner {
                 qkv_dim,
                 hdim,
                 OutType::Bf16,
+                SKIP_GEMM,
             )?;
             let (kc, vc) = self.kv_layer_ptrs(li);
             let items = t * (nq + nkv);
-            launch(
-                s,
+            self.launch_in(
+                SKIP_ELEMENTWISE,
                 &k.qk_norm_rope_cache,
                 "qk_norm_rope_cache",
                 (items.div_ceil(4) as u32, 1, 1),
@@ -102,8 +143,8 @@ impl CudaRunner {
                 ],
             )?;
             if lay.num_tiles > 0 {
-                launch(
-                    s,
+                self.launch_in(
+                    SKIP_ATTENTION,
                     &k.attn_prefill,
                     "attn_prefill",
                     (lay.num_tiles as u32, nkv as u32, 1),
@@ -126,8 +167,8 @@ impl CudaRunner {
             }
             if lay.num_decodes > 0 {
                 let grid = (lay.num_decodes as u32, nkv as u32, nsplit as u32);
-                launch(
-                    s,
+                self.launch_in(
+                    SKIP_ATTENTION,
                     &k.attn_decode,
                     "attn_decode",
                     grid,
@@ -151,8 +192,8 @@ impl CudaRunner {
                     ],
                 )?;
                 if nsplit > 1 {
-                    launch(
-                        s,
+                    self.launch_in(
+                        SKIP_ATTENTION,
                         &k.attn_combine,
                         "attn_combine",
                         (lay.num_decodes as u32, nq as u32, 1),
@@ -169,7 +210,7 @@ impl CudaRunner {
                     )?;
                 }
             }
-            self.gemm.linear(
+            self.linear(
                 ws.attn.ptr,
                 lw.o.ptr,
                 ws.out.ptr,
@@ -177,9 +218,10 @@ impl CudaRunner {
                 hdim,
                 nq * d,
                 OutType::Bf16,
+                SKIP_GEMM,
             )?;
-            launch(
-                s,
+            self.launch_in(
+                SKIP_ELEMENTWISE,
                 &k.add_rmsnorm,
                 "add_rmsnorm(post)",
                 (tok, 1, 1),
@@ -196,7 +238,7 @@ impl CudaRunner {
                     Arg::I32(1),
                 ],
             )?;
-            self.gemm.linear(
+            self.linear(
                 ws.normed.ptr,
                 lw.gate_up.ptr,
                 ws.gate_up.ptr,
@@ -204,10 +246,11 @@ impl CudaRunner {
                 2 * inter,
                 hdim,
                 OutType::Bf16,
+                SKIP_GEMM,
             )?;
             let total = (t * inter) as i64;
-            launch(
-                s,
+            self.launch_in(
+                SKIP_ELEMENTWISE,
                 &k.silu_mul,
                 "silu_mul",
                 ((total as usize).div_ceil(256) as u32, 1, 1),
@@ -220,7 +263,7 @@ impl CudaRunner {
                     Arg::I64(total),
                 ],
             )?;
-            self.gemm.linear(
+            self.linear(
                 ws.act.ptr,
                 lw.down.ptr,
                 ws.out.ptr,
@@ -228,14 +271,15 @@ impl CudaRunner {
                 hdim,
                 inter,
                 OutType::Bf16,
+                SKIP_GEMM,
             )?;
         }
         let ns = lay.num_sampled;
         if ns == 0 {
             return Ok(());
         }
-        launch(
-            s,
+        self.launch_in(
+            SKIP_HEAD,
             &k.add_rmsnorm,
             "add_rmsnorm(final)",
             (ns as u32, 1, 1),
@@ -252,7 +296,7 @@ impl CudaRunner {
                 Arg::I32(0),
             ],
         )?;
-        self.gemm.linear(
+        self.linear(
             ws.final_normed.ptr,
             w.lm_head_ptr(),
             ws.logits.ptr,
@@ -260,9 +304,10 @@ impl CudaRunner {
             c.vocab_size,
             hdim,
             OutType::F32,
+            SKIP_HEAD,
         )?;
-        launch(
-            s,
+        self.launch_in(
+            SKIP_HEAD,
             &k.argmax_rows,
             "argmax_rows",
             (ns as u32, 1, 1),

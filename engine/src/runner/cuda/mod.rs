@@ -39,6 +39,13 @@ use weights::DeviceWeights;
 
 pub use selftest::{kernel_self_test, KernelCheck};
 
+/// Kernel groups that [`CudaRunner::set_profile_skip`] can leave out.
+pub const SKIP_GEMM: u32 = 1;
+pub const SKIP_ATTENTION: u32 = 2;
+pub const SKIP_ELEMENTWISE: u32 = 4;
+/// Final norm, LM head and argmax.
+pub const SKIP_HEAD: u32 = 8;
+
 /// Decode splits at most (flash-decoding partials per head).
 const MAX_SPLITS: usize = 16;
 /// Decode-graph batch sizes (padded up to the next one).
@@ -116,6 +123,8 @@ pub struct CudaRunner {
     num_sms: usize,
     last: LastStep,
     device_name: String,
+    use_skinny: bool,
+    profile_skip: u32,
 }
 
 fn workspace(
@@ -250,6 +259,8 @@ impl CudaRunner {
             num_sms,
             last: LastStep::default(),
             device_name,
+            use_skinny: true,
+            profile_skip: 0,
         })
     }
 
@@ -264,6 +275,24 @@ impl CudaRunner {
 
     pub fn set_use_cuda_graphs(&mut self, on: bool) {
         self.use_graphs = on;
+    }
+
+    /// Use the skinny tensor-core GEMM for up to 64 rows (default) or cuBLAS always.
+    pub fn set_use_skinny_gemm(&mut self, on: bool) {
+        self.use_skinny = on;
+        self.graphs.clear();
+    }
+
+    /// Profiling only: leaves out the kernel groups in `mask` (`SKIP_*`), so
+    /// outputs are wrong; the difference in step time is what a group costs.
+    pub fn set_profile_skip(&mut self, mask: u32) {
+        self.profile_skip = mask;
+        self.graphs.clear();
+    }
+
+    /// Registers and local-memory bytes per thread of every kernel (spills show as local memory).
+    pub fn kernel_resources(&self) -> Vec<(&'static str, i32, i32)> {
+        self.kernels.resource_report()
     }
 
     fn kv_layer_ptrs(&self, layer: usize) -> (u64, u64) {
