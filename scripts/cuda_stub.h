@@ -20,6 +20,7 @@ struct __nv_bfloat162 { __nv_bfloat16 x, y; };
 struct float2s { float x, y; };
 typedef float2s float2;
 struct uint2 { unsigned x, y; };
+struct float4 { float x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 float __bfloat162float(__nv_bfloat16);

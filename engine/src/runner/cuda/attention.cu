@@ -18,6 +18,7 @@
 #define ATT_BN 64
 #define ATT_PAD (HEAD_DIM + 8)
 #define TOK_PER_TILE (ATT_BM / GQA_GROUP)
+#define ATTN_PREFILL_SMEM (2 * 2 * ATT_BN * ATT_PAD * 2)
 
 __device__ __forceinline__ void mma_bf16_16816(float* c, const u32* a, u32 b0, u32 b1) {
     asm volatile(
@@ -34,6 +35,35 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const void* smem_row) 
                  : "r"(addr));
 }
 
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    u32 addr = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+typedef bf16 TileRow[ATT_PAD];
+
+// Starts the copy of keys [kt, kt + ATT_BN) of one KV head into a shared-memory stage;
+// keys at or past kv_end are zero-filled (zero V keeps masked columns from producing NaN).
+__device__ __forceinline__ void load_kv_tile(TileRow* Kd, TileRow* Vd, const bf16* __restrict__ k_cache,
+                                             const bf16* __restrict__ v_cache, const int* __restrict__ bt,
+                                             int block_size, int kvh, int kt, int kv_end) {
+    for (int c = threadIdx.x; c < ATT_BN * (HEAD_DIM / 8); c += blockDim.x) {
+        int r = c / (HEAD_DIM / 8), col = (c % (HEAD_DIM / 8)) * 8;
+        int key = kt + r;
+        if (key < kv_end) {
+            long long slot = (long long)bt[key / block_size] * block_size + key % block_size;
+            long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + col;
+            cp_async16(&Kd[r][col], k_cache + off);
+            cp_async16(&Vd[r][col], v_cache + off);
+        } else {
+            *reinterpret_cast<uint4*>(&Kd[r][col]) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4*>(&Vd[r][col]) = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
 __device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
     bf162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<u32*>(&v);
@@ -45,8 +75,11 @@ extern "C" __global__ void __launch_bounds__(128) attn_prefill(
     bf16* __restrict__ out, const int* __restrict__ tiles, const int* __restrict__ q_start,
     const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
     int block_size, float scale_log2) {
-    __shared__ __align__(16) bf16 Ks[ATT_BN][ATT_PAD];
-    __shared__ __align__(16) bf16 Vs[ATT_BN][ATT_PAD];
+    // Two stages of K and V tiles (dynamic shared memory: ATTN_PREFILL_SMEM bytes), so the
+    // next tile's copy overlaps this tile's math.
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    TileRow* const k_stage = reinterpret_cast<TileRow*>(att_smem);
+    TileRow* const v_stage = k_stage + 2 * ATT_BN;
     const int tile = blockIdx.x, kvh = blockIdx.y;
     const int seq = tiles[2 * tile], t0 = tiles[2 * tile + 1];
     const int qs = q_start[seq], n_new = q_start[seq + 1] - qs;
@@ -80,22 +113,18 @@ extern "C" __global__ void __launch_bounds__(128) attn_prefill(
     for (int i = 0; i < HEAD_DIM / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m0 = NEG_BIG, m1 = NEG_BIG, l0 = 0.0f, l1 = 0.0f;
 
-    for (int kt = 0; kt < kv_end; kt += ATT_BN) {
-        __syncthreads();  // the previous tile's readers are done
-        for (int c = threadIdx.x; c < ATT_BN * (HEAD_DIM / 8); c += blockDim.x) {
-            int r = c / (HEAD_DIM / 8), col = (c % (HEAD_DIM / 8)) * 8;
-            int key = kt + r;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-            if (key < kv_end) {
-                long long slot = (long long)bt[key / block_size] * block_size + key % block_size;
-                long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + col;
-                kv = *reinterpret_cast<const uint4*>(k_cache + off);
-                vv = *reinterpret_cast<const uint4*>(v_cache + off);
-            }
-            *reinterpret_cast<uint4*>(&Ks[r][col]) = kv;
-            *reinterpret_cast<uint4*>(&Vs[r][col]) = vv;
-        }
+    int st = 0;
+    load_kv_tile(k_stage, v_stage, k_cache, v_cache, bt, block_size, kvh, 0, kv_end);
+    cp_async_commit();
+    for (int kt = 0; kt < kv_end; kt += ATT_BN, st ^= 1) {
+        if (kt + ATT_BN < kv_end)
+            load_kv_tile(k_stage + (st ^ 1) * ATT_BN, v_stage + (st ^ 1) * ATT_BN, k_cache, v_cache, bt,
+                         block_size, kvh, kt + ATT_BN, kv_end);
+        cp_async_commit();
+        cp_async_wait_one();  // this tile's group has landed; the next one may still be in flight
         __syncthreads();
+        TileRow* const Ks = k_stage + st * ATT_BN;
+        TileRow* const Vs = v_stage + st * ATT_BN;
 
         float s[ATT_BN / 8][4];
 #pragma unroll
@@ -160,6 +189,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_prefill(
                 mma_bf16_16816(o[nd + 1], pa, vb[2], vb[3]);
             }
         }
+        __syncthreads();  // every warp is done with this stage before it is refilled
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -177,24 +207,44 @@ extern "C" __global__ void __launch_bounds__(128) attn_prefill(
 }
 
 #define DEC_WARPS 4
+#define DEC_KEYS_PER_WARP 16
+#define DEC_SPLIT (DEC_WARPS * DEC_KEYS_PER_WARP)
 #define DEC_EPL (HEAD_DIM / 32)
 
-__device__ __forceinline__ void load_lane_vec(const bf16* p, float* f) {
-#if DEC_EPL == 4
-    uint2 u = *reinterpret_cast<const uint2*>(p);
-    float2 a = __bfloat1622float2(*reinterpret_cast<bf162*>(&u.x));
-    float2 b = __bfloat1622float2(*reinterpret_cast<bf162*>(&u.y));
-    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
-#elif DEC_EPL == 2
-    float2 a = __bfloat1622float2(*reinterpret_cast<const bf162*>(p));
-    f[0] = a.x; f[1] = a.y;
-#else
+__device__ __forceinline__ void bf16x_to_float(const u32* raw, float* f) {
 #pragma unroll
-    for (int e = 0; e < DEC_EPL; e++) f[e] = __bfloat162float(p[e]);
+    for (int e = 0; e < DEC_EPL / 2; e++) {
+        float2 a = __bfloat1622float2(*reinterpret_cast<const bf162*>(&raw[e]));
+        f[2 * e] = a.x;
+        f[2 * e + 1] = a.y;
+    }
+#if DEC_EPL % 2 == 1
+    f[DEC_EPL - 1] = __bfloat162float(*reinterpret_cast<const bf16*>(&raw[DEC_EPL / 2]));
 #endif
 }
 
+// Raw bf16 of DEC_EPL consecutive elements, one u32 per pair (the odd tail in the low half).
+__device__ __forceinline__ void load_raw(const bf16* p, u32* raw) {
+#if DEC_EPL == 4
+    uint2 u = *reinterpret_cast<const uint2*>(p);
+    raw[0] = u.x;
+    raw[1] = u.y;
+#elif DEC_EPL == 2
+    raw[0] = *reinterpret_cast<const u32*>(p);
+#else
+#pragma unroll
+    for (int e = 0; e < DEC_EPL / 2; e++) raw[e] = *reinterpret_cast<const u32*>(p + 2 * e);
+#if DEC_EPL % 2 == 1
+    raw[DEC_EPL / 2] = (u32) * reinterpret_cast<const unsigned short*>(p + DEC_EPL - 1);
+#endif
+#endif
+}
+
+#define DEC_RAW ((DEC_EPL + 1) / 2)
+
 // dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
+// Split z covers keys [z * DEC_SPLIT, (z + 1) * DEC_SPLIT); warp w of it the 16 keys from
+// z * DEC_SPLIT + 16 w, all loaded at once so a warp waits for memory once.
 // part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
 extern "C" __global__ void __launch_bounds__(128) attn_decode(
     const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
@@ -209,78 +259,67 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
     const int L = ctx_len[seq];
     const int* bt = block_tables + (long long)seq * hdr[0];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int kb = z * DEC_SPLIT + warp * DEC_KEYS_PER_WARP;
 
-    int per = (L + nsplit - 1) / nsplit;
-    per = (per + 15) & ~15;
-    int kb = z * per, ke = kb + per < L ? kb + per : L;
-    int span = ke > kb ? ke - kb : 0;
-    int wper = (span + DEC_WARPS - 1) / DEC_WARPS;
-    int wb = kb + warp * wper, we = wb + wper < ke ? wb + wper : ke;
-
+    u32 kr[DEC_KEYS_PER_WARP][DEC_RAW], vr[DEC_KEYS_PER_WARP][DEC_RAW];
+#pragma unroll
+    for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
+        int key = kb + u;
+        if (key < L) {
+            long long slot = (long long)bt[key / block_size] * block_size + key % block_size;
+            long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + lane * DEC_EPL;
+            load_raw(k_cache + off, kr[u]);
+            load_raw(v_cache + off, vr[u]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < DEC_RAW; e++) kr[u][e] = vr[u][e] = 0u;
+        }
+    }
     float q[GQA_GROUP][DEC_EPL];
 #pragma unroll
     for (int j = 0; j < GQA_GROUP; j++) {
-        load_lane_vec(qkv + (long long)row * QKV_DIM + (kvh * GQA_GROUP + j) * HEAD_DIM + lane * DEC_EPL, q[j]);
+        u32 raw[DEC_RAW];
+        load_raw(qkv + (long long)row * QKV_DIM + (kvh * GQA_GROUP + j) * HEAD_DIM + lane * DEC_EPL, raw);
+        bf16x_to_float(raw, q[j]);
 #pragma unroll
         for (int e = 0; e < DEC_EPL; e++) q[j][e] *= scale_log2;
     }
     float m[GQA_GROUP], l[GQA_GROUP], acc[GQA_GROUP][DEC_EPL];
 #pragma unroll
     for (int j = 0; j < GQA_GROUP; j++) {
-        m[j] = NEG_BIG;
+        float sc[DEC_KEYS_PER_WARP];
+#pragma unroll
+        for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
+            float kf[DEC_EPL];
+            bf16x_to_float(kr[u], kf);
+            float d = 0.0f;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[e];
+            sc[u] = d;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+            for (int u = 0; u < DEC_KEYS_PER_WARP; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+        }
+        float mx = NEG_BIG;
+#pragma unroll
+        for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
+            if (kb + u >= L) sc[u] = -INFINITY;
+            mx = fmaxf(mx, sc[u]);
+        }
+        m[j] = mx;
         l[j] = 0.0f;
 #pragma unroll
         for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
-    }
-    const int UNR = 4;
-    for (int key = wb; key < we; key += UNR) {
-        float kf[UNR][DEC_EPL], vf[UNR][DEC_EPL];
 #pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            int kk = key + u;
-            if (kk < we) {
-                long long slot = (long long)bt[kk / block_size] * block_size + kk % block_size;
-                long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + lane * DEC_EPL;
-                load_lane_vec(k_cache + off, kf[u]);
-                load_lane_vec(v_cache + off, vf[u]);
-            } else {
+        for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
+            float p = exp2f(sc[u] - mx);
+            l[j] += p;
+            float vf[DEC_EPL];
+            bf16x_to_float(vr[u], vf);
 #pragma unroll
-                for (int e = 0; e < DEC_EPL; e++) kf[u][e] = vf[u][e] = 0.0f;
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < GQA_GROUP; j++) {
-            float sc[UNR];
-#pragma unroll
-            for (int u = 0; u < UNR; u++) {
-                float d = 0.0f;
-#pragma unroll
-                for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[u][e];
-                sc[u] = d;
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-                for (int u = 0; u < UNR; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
-            }
-            float mx = m[j];
-#pragma unroll
-            for (int u = 0; u < UNR; u++) {
-                if (key + u >= we) sc[u] = -INFINITY;
-                mx = fmaxf(mx, sc[u]);
-            }
-            float c = exp2f(m[j] - mx);
-            m[j] = mx;
-            l[j] *= c;
-#pragma unroll
-            for (int e = 0; e < DEC_EPL; e++) acc[j][e] *= c;
-#pragma unroll
-            for (int u = 0; u < UNR; u++) {
-                float p = exp2f(sc[u] - mx);
-                l[j] += p;
-#pragma unroll
-                for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[u][e];
-            }
+            for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
         }
     }
 #pragma unroll

@@ -177,6 +177,8 @@ pub(crate) struct Kernels {
     pub attn_prefill: CudaFunction,
     pub attn_decode: CudaFunction,
     pub attn_combine: CudaFunction,
+    /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
+    pub prefill_smem: u32,
     /// `skinny_gemm[i]` handles up to `16 * (i + 1)` rows.
     pub skinny_gemm: [CudaFunction; 4],
 }
@@ -249,13 +251,26 @@ impl Kernels {
                     log: String::new(),
                 })
         };
+        // 2 stages x (K, V) x 64 keys x (head_dim + 8 padding) bf16: ATTN_PREFILL_SMEM in attention.cu.
+        let prefill_smem = (2 * 2 * 64 * (shape.head_dim + 8) * 2) as u32;
+        let attn_prefill = f("attn_prefill")?;
+        attn_prefill
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                prefill_smem as i32,
+            )
+            .map_err(|e| RunnerError::Compile {
+                message: format!("attn_prefill needs {prefill_smem} B of shared memory: {e:?}"),
+                log: String::new(),
+            })?;
         Ok(Self {
+            prefill_smem,
             embed_gather: f("embed_gather")?,
             add_rmsnorm: f("add_rmsnorm")?,
             qk_norm_rope_cache: f("qk_norm_rope_cache")?,
             silu_mul: f("silu_mul")?,
             argmax_rows: f("argmax_rows")?,
-            attn_prefill: f("attn_prefill")?,
+            attn_prefill,
             attn_decode: f("attn_decode")?,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [f("skinny_gemm_1")?, f("skinny_gemm_2")?, f("skinny_gemm_3")?, f("skinny_gemm_4")?],

@@ -11,6 +11,9 @@ use super::meta::StepLayout;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
 
+/// Rows up to which the skinny GEMM beats cuBLAS (measured on the H200: equal at 16, much slower at 64).
+const SKINNY_MAX_ROWS: usize = 16;
+
 impl CudaRunner {
     /// Launches unless `group` is masked off for profiling.
     #[allow(clippy::too_many_arguments)]
@@ -37,7 +40,7 @@ impl CudaRunner {
         if self.profile_skip & group != 0 || m == 0 {
             return Ok(());
         }
-        if self.use_skinny && m <= 64 && k % 256 == 0 && n % 8 == 0 {
+        if self.use_skinny && m <= SKINNY_MAX_ROWS && k % 256 == 0 && n % 8 == 0 {
             let f = &self.kernels.skinny_gemm[m.div_ceil(16) - 1];
             return launch(&self.stream, f, "skinny_gemm", ((n / 8) as u32, 1, 1), 256, 0, &[
                 Arg::Ptr(x),
@@ -71,7 +74,8 @@ impl CudaRunner {
         let eps = c.rms_norm_eps as f32;
         let m = |off: usize| Arg::Ptr(ws.meta.ptr + 4 * off as u64);
         let tok = t as u32;
-        let norm_smem = (hdim * 4) as u32;
+        // add_rmsnorm keeps the row in registers: no dynamic shared memory.
+        let norm_smem = 0;
         let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
 
         self.launch_in(
@@ -149,7 +153,7 @@ impl CudaRunner {
                     "attn_prefill",
                     (lay.num_tiles as u32, nkv as u32, 1),
                     128,
-                    0,
+                    k.prefill_smem,
                     &[
                         Arg::Ptr(ws.qkv.ptr),
                         Arg::Ptr(kc),
@@ -248,7 +252,8 @@ impl CudaRunner {
                 OutType::Bf16,
                 SKIP_GEMM,
             )?;
-            let total = (t * inter) as i64;
+            // silu_mul works on groups of 8 elements.
+            let total = (t * inter / 8) as i64;
             self.launch_in(
                 SKIP_ELEMENTWISE,
                 &k.silu_mul,

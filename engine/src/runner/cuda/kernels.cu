@@ -46,28 +46,52 @@ extern "C" __global__ void embed_gather(const bf16* __restrict__ embed, const in
 
 // Output row t reads residual row r = rows ? rows[t] : t. v = resid[r] + delta[r] (delta may be
 // null); when write_resid, resid[r] = v. out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
+// hidden % 4 == 0 and hidden <= 16 * blockDim.x: each thread keeps up to 4 float4 chunks.
 extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,
                                        const bf16* __restrict__ w, bf16* __restrict__ out,
                                        const int* __restrict__ rows, int hidden, float eps, int write_resid) {
     __shared__ float scratch[32];
-    extern __shared__ float vals[];  // hidden floats
-    int t = blockIdx.x;
-    long long r = rows ? rows[t] : t;
-    float* res = resid + r * hidden;
-    const bf16* del = delta ? delta + r * hidden : nullptr;
+    const int t = blockIdx.x;
+    const long long r = rows ? rows[t] : t;
+    float4* res = reinterpret_cast<float4*>(resid + r * hidden);
+    const uint2* del = delta ? reinterpret_cast<const uint2*>(delta + r * hidden) : nullptr;
+    const int chunks = hidden / 4;
+    float4 v[4];
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-        float v = res[i];
-        if (del) v += __bfloat162float(del[i]);
-        vals[i] = v;
-        ss += v * v;
-        if (write_resid) res[i] = v;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int ci = threadIdx.x + c * blockDim.x;
+        if (ci < chunks) {
+            float4 x = res[ci];
+            if (del) {
+                uint2 d = del[ci];
+                float2 a = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.x));
+                float2 b = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.y));
+                x.x += a.x; x.y += a.y; x.z += b.x; x.w += b.y;
+                if (write_resid) res[ci] = x;
+            }
+            v[c] = x;
+            ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+        }
     }
-    float tot = block_sum(ss, scratch);
-    float inv = rsqrtf(tot / (float)hidden + eps);
-    bf16* o = out + (long long)t * hidden;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-        o[i] = __float2bfloat16(vals[i] * inv * __bfloat162float(w[i]));
+    const float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
+    uint2* o = reinterpret_cast<uint2*>(out + (long long)t * hidden);
+    const uint2* w2 = reinterpret_cast<const uint2*>(w);
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int ci = threadIdx.x + c * blockDim.x;
+        if (ci < chunks) {
+            uint2 wr = w2[ci];
+            float2 wa = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr.x));
+            float2 wb = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr.y));
+            bf162 lo = __floats2bfloat162_rn(v[c].x * inv * wa.x, v[c].y * inv * wa.y);
+            bf162 hi = __floats2bfloat162_rn(v[c].z * inv * wb.x, v[c].w * inv * wb.y);
+            uint2 packed;
+            packed.x = *reinterpret_cast<u32*>(&lo);
+            packed.y = *reinterpret_cast<u32*>(&hi);
+            o[ci] = packed;
+        }
+    }
 }
 
 // One warp per (token, head) over the q and k heads: per-head RMSNorm (q_norm / k_norm), then
@@ -135,14 +159,24 @@ extern "C" __global__ void qk_norm_rope_cache(bf16* __restrict__ qkv, const bf16
     }
 }
 
-// gu row t = [gate (inter) | up (inter)]; act[t] = silu(gate) * up.
+// gu row t = [gate (inter) | up (inter)]; act[t] = silu(gate) * up. 8 elements per thread
+// (inter % 8 == 0); `total` counts groups of 8.
 extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restrict__ act, int inter, long long total) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total) return;
-    long long t = i / inter, j = i % inter;
-    float g = __bfloat162float(gu[t * 2 * inter + j]);
-    float u = __bfloat162float(gu[t * 2 * inter + inter + j]);
-    act[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+    const int groups = inter / 8;
+    long long t = i / groups, j = (i % groups) * 8;
+    uint4 g = *reinterpret_cast<const uint4*>(gu + t * 2 * inter + j);
+    uint4 u = *reinterpret_cast<const uint4*>(gu + t * 2 * inter + inter + j);
+    u32 gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w}, os[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 gf = __bfloat1622float2(*reinterpret_cast<bf162*>(&gs[e]));
+        float2 uf = __bfloat1622float2(*reinterpret_cast<bf162*>(&us[e]));
+        bf162 r = __floats2bfloat162_rn(gf.x / (1.0f + __expf(-gf.x)) * uf.x, gf.y / (1.0f + __expf(-gf.y)) * uf.y);
+        os[e] = *reinterpret_cast<u32*>(&r);
+    }
+    *reinterpret_cast<uint4*>(act + t * inter + j) = make_uint4(os[0], os[1], os[2], os[3]);
 }
 
 // Greedy sampling: out[r] = argmax of logits row r (lowest index on ties).

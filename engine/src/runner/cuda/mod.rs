@@ -46,8 +46,8 @@ pub const SKIP_ELEMENTWISE: u32 = 4;
 /// Final norm, LM head and argmax.
 pub const SKIP_HEAD: u32 = 8;
 
-/// Decode splits at most (flash-decoding partials per head).
-const MAX_SPLITS: usize = 16;
+/// Keys per split of the decode attention (4 warps × 16 keys; `DEC_SPLIT` in attention.cu).
+const DECODE_SPLIT_KEYS: usize = 64;
 /// Decode-graph batch sizes (padded up to the next one).
 const GRAPH_BUCKETS: [usize; 13] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256];
 
@@ -118,9 +118,10 @@ pub struct CudaRunner {
     limits: BatchLimits,
     meta_host: PinnedBuffer<i32>,
     sampled_host: PinnedBuffer<i32>,
-    graphs: HashMap<usize, CudaGraph>,
+    /// Decode graphs by (padded batch size, attention splits).
+    graphs: HashMap<(usize, usize), CudaGraph>,
+    max_splits: usize,
     use_graphs: bool,
-    num_sms: usize,
     last: LastStep,
     device_name: String,
     use_skinny: bool,
@@ -133,6 +134,7 @@ fn workspace(
     t: usize,
     s: usize,
     meta_ints: usize,
+    max_splits: usize,
 ) -> Result<Workspace, RunnerError> {
     let a =
         |bytes: usize| DeviceBuffer::alloc(ctx, bytes).map_err(|e| dev_err("workspace alloc", e));
@@ -150,8 +152,8 @@ fn workspace(
         final_normed: a(s * h * 2)?,
         logits: a(s * v * 4)?,
         sampled: a(s * 4)?,
-        part_o: a(s * c.num_attention_heads * MAX_SPLITS * c.head_dim * 4)?,
-        part_ml: a(s * c.num_attention_heads * MAX_SPLITS * 2 * 4)?,
+        part_o: a(s * c.num_attention_heads * max_splits * c.head_dim * 4)?,
+        part_ml: a(s * c.num_attention_heads * max_splits * 2 * 4)?,
         meta: a(meta_ints * 4)?,
     })
 }
@@ -172,11 +174,14 @@ impl CudaRunner {
                 "invalid runner settings {rc:?}"
             )));
         }
+        if cfg.hidden_size % 4 != 0 || cfg.hidden_size > 4096 || cfg.intermediate_size % 8 != 0 {
+            return Err(RunnerError::Model(format!(
+                "the CUDA kernels need hidden_size % 4 == 0 and <= 4096 (got {}), intermediate_size % 8 == 0 (got {})",
+                cfg.hidden_size, cfg.intermediate_size
+            )));
+        }
         let (ctx, stream) = device::open_device(rc.device_ordinal)?;
         let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
-        let num_sms = ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(|e| dev_err("SM count", e))? as usize;
         let shape = KernelShape {
             head_dim: cfg.head_dim,
             num_q_heads: cfg.num_attention_heads,
@@ -196,7 +201,8 @@ impl CudaRunner {
         let max_seqs_pad = max_seqs.max(graph_max);
         let max_blocks_per_seq = rc.max_model_len.div_ceil(rc.block_size);
         let meta_ints = StepLayout::capacity(max_tokens, max_seqs_pad, max_blocks_per_seq);
-        let ws = workspace(&ctx, cfg, max_tokens, max_seqs_pad, meta_ints)?;
+        let max_splits = rc.max_model_len.div_ceil(DECODE_SPLIT_KEYS).next_power_of_two();
+        let ws = workspace(&ctx, cfg, max_tokens, max_seqs_pad, meta_ints, max_splits)?;
         let meta_host = PinnedBuffer::new(&ctx, meta_ints)?;
         let sampled_host = PinnedBuffer::new(&ctx, max_seqs_pad)?;
 
@@ -255,8 +261,8 @@ impl CudaRunner {
             meta_host,
             sampled_host,
             graphs: HashMap::new(),
+            max_splits,
             use_graphs: rc.use_cuda_graphs,
-            num_sms,
             last: LastStep::default(),
             device_name,
             use_skinny: true,
@@ -300,15 +306,12 @@ impl CudaRunner {
         (k, k + self.layer_kv_bytes as u64)
     }
 
-    fn decode_splits(&self, n_dec: usize, max_ctx: Option<usize>) -> usize {
-        let blocks = n_dec * self.cfg.num_key_value_heads;
-        let mut n = (2 * self.num_sms)
-            .div_ceil(blocks.max(1))
-            .clamp(1, MAX_SPLITS);
-        if let Some(ctx) = max_ctx {
-            n = n.min(ctx.div_ceil(64).max(1));
-        }
-        n
+    /// Splits of the decode attention for contexts up to `max_ctx`; graphs
+    /// round up to a power of two so one graph serves a range of contexts.
+    fn decode_splits(&self, max_ctx: usize, for_graph: bool) -> usize {
+        let n = max_ctx.div_ceil(DECODE_SPLIT_KEYS).max(1);
+        let n = if for_graph { n.next_power_of_two() } else { n };
+        n.min(self.max_splits)
     }
 
     fn bucket_for(&self, n: usize) -> Option<usize> {
@@ -344,23 +347,18 @@ impl CudaRunner {
             &self.meta_host.as_slice()[..lay.total],
             &self.stream,
         )?;
+        let max_ctx = batch.seqs.iter().map(|s| s.start_pos + s.token_ids.len()).max().unwrap_or(1);
         match bucket {
             Some(b) => {
-                if !self.graphs.contains_key(&b) {
-                    let graph = self.capture(&lay)?;
-                    self.graphs.insert(b, graph);
+                let nsplit = self.decode_splits(max_ctx, true);
+                if !self.graphs.contains_key(&(b, nsplit)) {
+                    let graph = self.capture(&lay, nsplit)?;
+                    self.graphs.insert((b, nsplit), graph);
                 }
-                let graph = &self.graphs[&b];
+                let graph = &self.graphs[&(b, nsplit)];
                 graph.launch().map_err(|e| dev_err("graph launch", e))?;
             }
-            None => {
-                let max_ctx = batch
-                    .seqs
-                    .iter()
-                    .map(|s| s.start_pos + s.token_ids.len())
-                    .max();
-                self.enqueue_forward(&lay, self.decode_splits(lay.num_decodes, max_ctx))?;
-            }
+            None => self.enqueue_forward(&lay, self.decode_splits(max_ctx, false))?,
         }
         let n_real = batch.seqs.iter().filter(|s| s.samples).count();
         self.last = LastStep {
@@ -379,8 +377,7 @@ impl CudaRunner {
             .collect())
     }
 
-    fn capture(&self, lay: &StepLayout) -> Result<CudaGraph, RunnerError> {
-        let nsplit = self.decode_splits(lay.num_decodes, None);
+    fn capture(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| dev_err("begin graph capture", e))?;

@@ -9,6 +9,7 @@ use crate::runner::cuda::meta::{pack_step, BatchLimits};
 use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
+/// `nsplit` must cover the longest context (300 keys: at least 5 splits of 64).
 pub(super) fn check_attention(c: &mut Ctx, nsplit: usize) -> Result<KernelCheck, RunnerError> {
     let KernelShape {
         head_dim: d,
@@ -67,9 +68,9 @@ pub(super) fn check_attention(c: &mut Ctx, nsplit: usize) -> Result<KernelCheck,
     let md = c.up(&meta[..lay.total])?;
     let poison = vec![f32::NAN; t * nq * d];
     let od = c.up_bf16(&poison)?;
-    let po = DeviceBuffer::alloc(&c.ctx, 16 * nq * 16 * d * 4)
+    let po = DeviceBuffer::alloc(&c.ctx, 16 * nq * nsplit * d * 4)
         .map_err(|e| device::dev_err("alloc", e))?;
-    let pml = DeviceBuffer::alloc(&c.ctx, 16 * nq * 16 * 2 * 4)
+    let pml = DeviceBuffer::alloc(&c.ctx, 16 * nq * nsplit * 2 * 4)
         .map_err(|e| device::dev_err("alloc", e))?;
     let m = |off: usize| Arg::Ptr(md.ptr + 4 * off as u64);
     let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
@@ -79,7 +80,7 @@ pub(super) fn check_attention(c: &mut Ctx, nsplit: usize) -> Result<KernelCheck,
         "attn_prefill",
         (lay.num_tiles as u32, nkv as u32, 1),
         128,
-        0,
+        c.k.prefill_smem,
         &[
             Arg::Ptr(qd.ptr),
             Arg::Ptr(kd.ptr),

@@ -134,8 +134,8 @@ pub fn kernel_self_test(
         ("silu_mul", check_silu),
         ("argmax_rows", check_argmax),
         ("qk_norm_rope_cache", check_rope),
-        ("attn_prefill+decode(nsplit=1)", |c| check_attention(c, 1)),
-        ("attn_prefill+decode(nsplit=4)", |c| check_attention(c, 4)),
+        ("attn_prefill+decode(nsplit=5)", |c| check_attention(c, 5)),
+        ("attn_prefill+decode(nsplit=8)", |c| check_attention(c, 8)),
         ("embed_gather", check_embed),
     ];
     for (name, f) in checks {
@@ -264,11 +264,11 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
 }
 
 fn check_silu(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    let (t, inter) = (3usize, 100usize);
+    let (t, inter) = (3usize, 104usize);
     let gu = rounded(&c.randn(t * 2 * inter, 4.0));
     let gd = c.up_bf16(&gu)?;
     let ad = DeviceBuffer::alloc(&c.ctx, t * inter * 2).map_err(|e| device::dev_err("alloc", e))?;
-    let total = (t * inter) as i64;
+    let total = (t * inter / 8) as i64;
     launch(
         &c.stream,
         &c.k.silu_mul,
