@@ -70,7 +70,7 @@ __device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
 }
 
 // tiles[2*i] = sequence, tiles[2*i+1] = index of the tile's first new token within the sequence.
-extern "C" __global__ void __launch_bounds__(128) attn_prefill(
+extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(
     const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ tiles, const int* __restrict__ q_start,
     const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
@@ -207,8 +207,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_prefill(
 }
 
 #define DEC_WARPS 4
-#define DEC_KEYS_PER_WARP 16
-#define DEC_SPLIT (DEC_WARPS * DEC_KEYS_PER_WARP)
+#define DEC_GROUP 8
 #define DEC_EPL (HEAD_DIM / 32)
 
 __device__ __forceinline__ void bf16x_to_float(const u32* raw, float* f) {
@@ -242,30 +241,14 @@ __device__ __forceinline__ void load_raw(const bf16* p, u32* raw) {
 
 #define DEC_RAW ((DEC_EPL + 1) / 2)
 
-// dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
-// Split z covers keys [z * DEC_SPLIT, (z + 1) * DEC_SPLIT); warp w of it the 16 keys from
-// z * DEC_SPLIT + 16 w, all loaded at once so a warp waits for memory once.
-// part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
-extern "C" __global__ void __launch_bounds__(128) attn_decode(
-    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
-    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
-    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
-    __shared__ float sm_m[DEC_WARPS][GQA_GROUP], sm_l[DEC_WARPS][GQA_GROUP];
-    __shared__ float sm_acc[DEC_WARPS][GQA_GROUP][HEAD_DIM];
-    const int i = blockIdx.x, kvh = blockIdx.y, z = blockIdx.z;
-    const int seq = dec_seqs[i];
-    const int row = q_start[seq];
-    const int L = ctx_len[seq];
-    const int* bt = block_tables + (long long)seq * hdr[0];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int kb = z * DEC_SPLIT + warp * DEC_KEYS_PER_WARP;
-
-    u32 kr[DEC_KEYS_PER_WARP][DEC_RAW], vr[DEC_KEYS_PER_WARP][DEC_RAW];
+// Loads keys [base, base + DEC_GROUP) of one KV head (zeros at or past `end`).
+__device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW], const bf16* __restrict__ k_cache,
+                                           const bf16* __restrict__ v_cache, const int* __restrict__ bt,
+                                           int block_size, int kvh, int lane, int base, int end) {
 #pragma unroll
-    for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
-        int key = kb + u;
-        if (key < L) {
+    for (int u = 0; u < DEC_GROUP; u++) {
+        int key = base + u;
+        if (key < end) {
             long long slot = (long long)bt[key / block_size] * block_size + key % block_size;
             long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + lane * DEC_EPL;
             load_raw(k_cache + off, kr[u]);
@@ -275,6 +258,32 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
             for (int e = 0; e < DEC_RAW; e++) kr[u][e] = vr[u][e] = 0u;
         }
     }
+}
+
+// One WARP per (decode sequence, KV head, split): the split's keys in groups of DEC_GROUP, the
+// next group's loads issued before the current group's math (software pipelining), online
+// softmax across groups; lanes split the head dimension. Block = 4 warps = 4 consecutive splits.
+// dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
+// With nsplit > 1 each warp writes a partial (max, sum, unnormalised output) for attn_combine:
+// part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
+extern "C" __global__ void __launch_bounds__(128) attn_decode(
+    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
+    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
+    const int i = blockIdx.x, kvh = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int z = blockIdx.z * DEC_WARPS + warp;
+    if (z >= nsplit) return;  // no block-wide barrier below, so idle warps may leave
+    const int seq = dec_seqs[i];
+    const int row = q_start[seq];
+    const int L = ctx_len[seq];
+    const int* bt = block_tables + (long long)seq * hdr[0];
+    int per = (L + nsplit - 1) / nsplit;
+    per = (per + DEC_GROUP - 1) / DEC_GROUP * DEC_GROUP;
+    const int kb = z * per;
+    const int ke = kb + per < L ? kb + per : L;
+
     float q[GQA_GROUP][DEC_EPL];
 #pragma unroll
     for (int j = 0; j < GQA_GROUP; j++) {
@@ -287,69 +296,78 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
     float m[GQA_GROUP], l[GQA_GROUP], acc[GQA_GROUP][DEC_EPL];
 #pragma unroll
     for (int j = 0; j < GQA_GROUP; j++) {
-        float sc[DEC_KEYS_PER_WARP];
-#pragma unroll
-        for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
-            float kf[DEC_EPL];
-            bf16x_to_float(kr[u], kf);
-            float d = 0.0f;
-#pragma unroll
-            for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[e];
-            sc[u] = d;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-            for (int u = 0; u < DEC_KEYS_PER_WARP; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
-        }
-        float mx = NEG_BIG;
-#pragma unroll
-        for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
-            if (kb + u >= L) sc[u] = -INFINITY;
-            mx = fmaxf(mx, sc[u]);
-        }
-        m[j] = mx;
+        m[j] = NEG_BIG;
         l[j] = 0.0f;
 #pragma unroll
         for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
+    }
+    u32 kr[DEC_GROUP][DEC_RAW], vr[DEC_GROUP][DEC_RAW];
+    load_group(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, kb, ke);
+    for (int base = kb; base < ke; base += DEC_GROUP) {
+        u32 kn[DEC_GROUP][DEC_RAW], vn[DEC_GROUP][DEC_RAW];
+        load_group(kn, vn, k_cache, v_cache, bt, block_size, kvh, lane, base + DEC_GROUP, ke);
 #pragma unroll
-        for (int u = 0; u < DEC_KEYS_PER_WARP; u++) {
-            float p = exp2f(sc[u] - mx);
-            l[j] += p;
-            float vf[DEC_EPL];
-            bf16x_to_float(vr[u], vf);
+        for (int j = 0; j < GQA_GROUP; j++) {
+            float sc[DEC_GROUP];
 #pragma unroll
-            for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
+            for (int u = 0; u < DEC_GROUP; u++) {
+                float kf[DEC_EPL];
+                bf16x_to_float(kr[u], kf);
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[e];
+                sc[u] = d;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < DEC_GROUP; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+            }
+            float mx = m[j];
+#pragma unroll
+            for (int u = 0; u < DEC_GROUP; u++) {
+                if (base + u >= ke) sc[u] = -INFINITY;
+                mx = fmaxf(mx, sc[u]);
+            }
+            const float c = exp2f(m[j] - mx);
+            m[j] = mx;
+            l[j] *= c;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) acc[j][e] *= c;
+#pragma unroll
+            for (int u = 0; u < DEC_GROUP; u++) {
+                const float p = exp2f(sc[u] - mx);
+                l[j] += p;
+                float vf[DEC_EPL];
+                bf16x_to_float(vr[u], vf);
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < DEC_GROUP; u++) {
+#pragma unroll
+            for (int e = 0; e < DEC_RAW; e++) {
+                kr[u][e] = kn[u][e];
+                vr[u][e] = vn[u][e];
+            }
         }
     }
 #pragma unroll
     for (int j = 0; j < GQA_GROUP; j++) {
-        if (lane == 0) { sm_m[warp][j] = m[j]; sm_l[warp][j] = l[j]; }
-#pragma unroll
-        for (int e = 0; e < DEC_EPL; e++) sm_acc[warp][j][lane * DEC_EPL + e] = acc[j][e];
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < GQA_GROUP * HEAD_DIM; idx += blockDim.x) {
-        int j = idx / HEAD_DIM, d = idx % HEAD_DIM;
-        float M = NEG_BIG;
-#pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, sm_m[w][j]);
-        float Ls = 0.0f, A = 0.0f;
-#pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) {
-            float f = exp2f(sm_m[w][j] - M);
-            Ls += sm_l[w][j] * f;
-            A += sm_acc[w][j][d] * f;
-        }
-        int h = kvh * GQA_GROUP + j;
+        const int h = kvh * GQA_GROUP + j;
         if (nsplit == 1) {
-            out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? A / Ls : 0.0f);
+            const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++)
+                out[(long long)row * Q_DIM + h * HEAD_DIM + lane * DEC_EPL + e] = __float2bfloat16(acc[j][e] * inv);
         } else {
-            long long base = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
-            part_o[base * HEAD_DIM + d] = A;
-            if (d == 0) {
-                part_ml[base * 2] = M;
-                part_ml[base * 2 + 1] = Ls;
+            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) part_o[b * HEAD_DIM + lane * DEC_EPL + e] = acc[j][e];
+            if (lane == 0) {
+                part_ml[b * 2] = m[j];
+                part_ml[b * 2 + 1] = l[j];
             }
         }
     }

@@ -37,10 +37,35 @@ impl CudaRunner {
     /// decode-sized `m` (it reads each weight byte once at full width), cuBLAS otherwise.
     #[allow(clippy::too_many_arguments)]
     fn linear(&self, x: u64, w: u64, y: u64, m: usize, n: usize, k: usize, out: OutType, group: u32) -> Result<(), RunnerError> {
+        self.linear_maybe_swiglu(x, w, y, m, n, k, out, group, false)
+    }
+
+    fn skinny_applies(&self, m: usize, n: usize, k: usize) -> bool {
+        self.use_skinny && m <= SKINNY_MAX_ROWS && k % 256 == 0 && n % 8 == 0
+    }
+
+    /// [`Self::linear`]; with `swiglu` (skinny path only) `x` is the gate-up
+    /// buffer `[m, 2k]` and the input is `silu(gate) * up`, computed on load.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_maybe_swiglu(
+        &self,
+        x: u64,
+        w: u64,
+        y: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        out: OutType,
+        group: u32,
+        swiglu: bool,
+    ) -> Result<(), RunnerError> {
         if self.profile_skip & group != 0 || m == 0 {
             return Ok(());
         }
-        if self.use_skinny && m <= SKINNY_MAX_ROWS && k % 256 == 0 && n % 8 == 0 {
+        if swiglu && !self.skinny_applies(m, n, k) {
+            return Err(RunnerError::Device("fused SwiGLU input needs the skinny GEMM".into()));
+        }
+        if self.skinny_applies(m, n, k) {
             let f = &self.kernels.skinny_gemm[m.div_ceil(16) - 1];
             return launch(&self.stream, f, "skinny_gemm", ((n / 8) as u32, 1, 1), 256, 0, &[
                 Arg::Ptr(x),
@@ -50,6 +75,7 @@ impl CudaRunner {
                 Arg::I32(n as i32),
                 Arg::I32(k as i32),
                 Arg::I32((out == OutType::F32) as i32),
+                Arg::I32(swiglu as i32),
             ]);
         }
         self.gemm.linear(x, w, y, m, n, k, out)
@@ -170,7 +196,8 @@ impl CudaRunner {
                 )?;
             }
             if lay.num_decodes > 0 {
-                let grid = (lay.num_decodes as u32, nkv as u32, nsplit as u32);
+                // One warp per split, four per block.
+                let grid = (lay.num_decodes as u32, nkv as u32, nsplit.div_ceil(4) as u32);
                 self.launch_in(
                     SKIP_ATTENTION,
                     &k.attn_decode,
@@ -252,9 +279,12 @@ impl CudaRunner {
                 OutType::Bf16,
                 SKIP_GEMM,
             )?;
+            // Decode-sized steps fold SiLU·mul into the down projection's input loads.
+            let fuse_swiglu = self.skinny_applies(t, hdim, inter);
             // silu_mul works on groups of 8 elements.
             let total = (t * inter / 8) as i64;
-            self.launch_in(
+            if !fuse_swiglu {
+                self.launch_in(
                 SKIP_ELEMENTWISE,
                 &k.silu_mul,
                 "silu_mul",
@@ -268,8 +298,9 @@ impl CudaRunner {
                     Arg::I64(total),
                 ],
             )?;
-            self.linear(
-                ws.act.ptr,
+            }
+            self.linear_maybe_swiglu(
+                if fuse_swiglu { ws.gate_up.ptr } else { ws.act.ptr },
                 lw.down.ptr,
                 ws.out.ptr,
                 t,
@@ -277,6 +308,7 @@ impl CudaRunner {
                 inter,
                 OutType::Bf16,
                 SKIP_GEMM,
+                fuse_swiglu,
             )?;
         }
         let ns = lay.num_sampled;

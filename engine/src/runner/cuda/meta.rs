@@ -195,7 +195,10 @@ pub(crate) fn pack_step(
         ));
     }
     buf[0] = bt_stride as i32;
-    let (mut row, mut samp, mut dec, mut tile) = (0usize, 0usize, 0usize, 0usize);
+    let (mut row, mut samp, mut dec) = (0usize, 0usize, 0usize);
+    // (keys the tile attends to, sequence, first token): the longest tiles are launched first
+    // so they do not start last and leave the GPU idle behind them.
+    let mut tiles: Vec<(usize, usize, usize)> = Vec::with_capacity(n_tiles);
     for (i, s) in batch.seqs.iter().enumerate() {
         let n = s.token_ids.len();
         buf[lay.q_start + i] = row as i32;
@@ -215,9 +218,7 @@ pub(crate) fn pack_step(
             dec += 1;
         } else {
             for first in (0..n).step_by(lim.tokens_per_tile) {
-                buf[lay.tiles + 2 * tile] = i as i32;
-                buf[lay.tiles + 2 * tile + 1] = first as i32;
-                tile += 1;
+                tiles.push((s.start_pos + (first + lim.tokens_per_tile).min(n), i, first));
             }
         }
         let bt = &mut buf[lay.block_tables + i * bt_stride..lay.block_tables + (i + 1) * bt_stride];
@@ -230,6 +231,11 @@ pub(crate) fn pack_step(
             };
         }
         row += n;
+    }
+    tiles.sort_by(|a, b| b.0.cmp(&a.0));
+    for (k, &(_, seq, first)) in tiles.iter().enumerate() {
+        buf[lay.tiles + 2 * k] = seq as i32;
+        buf[lay.tiles + 2 * k + 1] = first as i32;
     }
     for i in s_count..s_pad {
         // Padding rows of a graph bucket: one harmless token each, nothing cached.
@@ -303,7 +309,8 @@ mod tests {
         assert_eq!(&buf[lay.ctx_len..lay.ctx_len + 2], &[5, 6]);
         assert_eq!(buf[lay.sample_rows], 3);
         assert_eq!(buf[lay.dec_seqs], 1);
-        assert_eq!(&buf[lay.tiles..lay.tiles + 4], &[0, 0, 0, 2]);
+        // Longest tile first: tokens 2.. of sequence 0 attend to 5 keys, tokens 0..2 to 4.
+        assert_eq!(&buf[lay.tiles..lay.tiles + 4], &[0, 2, 0, 0]);
         assert_eq!(&buf[lay.block_tables..lay.block_tables + 4], &[3, 4, 7, 8]);
     }
 

@@ -46,8 +46,12 @@ pub const SKIP_ELEMENTWISE: u32 = 4;
 /// Final norm, LM head and argmax.
 pub const SKIP_HEAD: u32 = 8;
 
-/// Keys per split of the decode attention (4 warps × 16 keys; `DEC_SPLIT` in attention.cu).
-const DECODE_SPLIT_KEYS: usize = 64;
+/// Most splits of one sequence's decode attention (one warp each).
+const MAX_DECODE_SPLITS: usize = 64;
+/// Decode-attention warps to aim for: enough to keep every SM's memory pipe busy.
+const DECODE_TARGET_WARPS: usize = 2048;
+/// Fewest keys worth a warp of its own in eager steps (whose contexts are known).
+const DECODE_MIN_KEYS_PER_SPLIT: usize = 32;
 /// Decode-graph batch sizes (padded up to the next one).
 const GRAPH_BUCKETS: [usize; 13] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256];
 
@@ -201,7 +205,7 @@ impl CudaRunner {
         let max_seqs_pad = max_seqs.max(graph_max);
         let max_blocks_per_seq = rc.max_model_len.div_ceil(rc.block_size);
         let meta_ints = StepLayout::capacity(max_tokens, max_seqs_pad, max_blocks_per_seq);
-        let max_splits = rc.max_model_len.div_ceil(DECODE_SPLIT_KEYS).next_power_of_two();
+        let max_splits = MAX_DECODE_SPLITS;
         let ws = workspace(&ctx, cfg, max_tokens, max_seqs_pad, meta_ints, max_splits)?;
         let meta_host = PinnedBuffer::new(&ctx, meta_ints)?;
         let sampled_host = PinnedBuffer::new(&ctx, max_seqs_pad)?;
@@ -306,12 +310,17 @@ impl CudaRunner {
         (k, k + self.layer_kv_bytes as u64)
     }
 
-    /// Splits of the decode attention for contexts up to `max_ctx`; graphs
-    /// round up to a power of two so one graph serves a range of contexts.
-    fn decode_splits(&self, max_ctx: usize, for_graph: bool) -> usize {
-        let n = max_ctx.div_ceil(DECODE_SPLIT_KEYS).max(1);
-        let n = if for_graph { n.next_power_of_two() } else { n };
-        n.min(self.max_splits)
+    /// Splits (one warp each) of the decode attention: enough warps in all to
+    /// fill the GPU; in eager steps also no split shorter than
+    /// `DECODE_MIN_KEYS_PER_SPLIT` keys. A graph's split count depends on its
+    /// batch size alone, since the kernel divides each context at run time.
+    fn decode_splits(&self, n_dec: usize, max_ctx: Option<usize>) -> usize {
+        let units = (n_dec * self.cfg.num_key_value_heads).max(1);
+        let mut n = DECODE_TARGET_WARPS.div_ceil(units);
+        if let Some(ctx) = max_ctx {
+            n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT));
+        }
+        n.clamp(1, self.max_splits)
     }
 
     fn bucket_for(&self, n: usize) -> Option<usize> {
@@ -350,7 +359,7 @@ impl CudaRunner {
         let max_ctx = batch.seqs.iter().map(|s| s.start_pos + s.token_ids.len()).max().unwrap_or(1);
         match bucket {
             Some(b) => {
-                let nsplit = self.decode_splits(max_ctx, true);
+                let nsplit = self.decode_splits(b, None);
                 if !self.graphs.contains_key(&(b, nsplit)) {
                     let graph = self.capture(&lay, nsplit)?;
                     self.graphs.insert((b, nsplit), graph);
@@ -358,7 +367,7 @@ impl CudaRunner {
                 let graph = &self.graphs[&(b, nsplit)];
                 graph.launch().map_err(|e| dev_err("graph launch", e))?;
             }
-            None => self.enqueue_forward(&lay, self.decode_splits(max_ctx, false))?,
+            None => self.enqueue_forward(&lay, self.decode_splits(lay.num_decodes, Some(max_ctx)))?,
         }
         let n_real = batch.seqs.iter().filter(|s| s.samples).count();
         self.last = LastStep {

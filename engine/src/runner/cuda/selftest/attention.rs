@@ -9,7 +9,6 @@ use crate::runner::cuda::meta::{pack_step, BatchLimits};
 use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
-/// `nsplit` must cover the longest context (300 keys: at least 5 splits of 64).
 pub(super) fn check_attention(c: &mut Ctx, nsplit: usize) -> Result<KernelCheck, RunnerError> {
     let KernelShape {
         head_dim: d,
@@ -99,7 +98,7 @@ pub(super) fn check_attention(c: &mut Ctx, nsplit: usize) -> Result<KernelCheck,
         &c.stream,
         &c.k.attn_decode,
         "attn_decode",
-        (lay.num_decodes as u32, nkv as u32, nsplit as u32),
+        (lay.num_decodes as u32, nkv as u32, nsplit.div_ceil(4) as u32),
         128,
         0,
         &[
