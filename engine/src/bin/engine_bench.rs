@@ -10,7 +10,9 @@
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager]`.
 
 use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
+use engine::runner::cuda::{
+    CudaRunner, CudaRunnerConfig, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+};
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -130,7 +132,13 @@ fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn st
 
 /// Step time with kernel groups left out (outputs are wrong; differences are
 /// what each group costs), and with cuBLAS instead of the skinny GEMM.
-fn profile(r: &mut CudaRunner, vocab: usize, budget: usize, out: &std::path::Path, date: &str) -> Result<(), Box<dyn std::error::Error>> {
+fn profile(
+    r: &mut CudaRunner,
+    vocab: usize,
+    budget: usize,
+    out: &std::path::Path,
+    date: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
     }
@@ -141,11 +149,26 @@ fn profile(r: &mut CudaRunner, vocab: usize, budget: usize, out: &std::path::Pat
         ("no_attention", SKIP_ATTENTION, true),
         ("no_elementwise", SKIP_ELEMENTWISE, true),
         ("no_head", SKIP_HEAD, true),
-        ("gemm_only", SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD, true),
-        ("nothing", SKIP_GEMM | SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD, true),
+        (
+            "gemm_only",
+            SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
+            true,
+        ),
+        (
+            "nothing",
+            SKIP_GEMM | SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
+            true,
+        ),
     ];
     let mut csv = String::from("case,variant,ms_median,date\n");
-    for case in ["decode1", "decode16", "decode64", "decode256", "prefill3200", "prefill512"] {
+    for case in [
+        "decode1",
+        "decode16",
+        "decode64",
+        "decode256",
+        "prefill3200",
+        "prefill512",
+    ] {
         for &(variant, mask, skinny) in &masks {
             r.set_use_skinny_gemm(skinny);
             r.set_profile_skip(mask);

@@ -241,15 +241,20 @@ __device__ __forceinline__ void load_raw(const bf16* p, u32* raw) {
 
 #define DEC_RAW ((DEC_EPL + 1) / 2)
 
-// Loads keys [base, base + DEC_GROUP) of one KV head (zeros at or past `end`).
+// Loads keys [base, base + DEC_GROUP) of one KV head (zeros at or past `end`). `base` is a
+// multiple of DEC_GROUP, so when block_size is too the group lies in one KV block: one table
+// lookup and no per-key division.
 __device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW], const bf16* __restrict__ k_cache,
                                            const bf16* __restrict__ v_cache, const int* __restrict__ bt,
                                            int block_size, int kvh, int lane, int base, int end) {
+    if (base >= end) return;  // nothing left: the caller never reads these registers
+    const bool one_block = (block_size % DEC_GROUP) == 0;
+    const long long slot0 = one_block ? (long long)bt[base / block_size] * block_size + base % block_size : 0;
 #pragma unroll
     for (int u = 0; u < DEC_GROUP; u++) {
         int key = base + u;
         if (key < end) {
-            long long slot = (long long)bt[key / block_size] * block_size + key % block_size;
+            long long slot = one_block ? slot0 + u : (long long)bt[key / block_size] * block_size + key % block_size;
             long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + lane * DEC_EPL;
             load_raw(k_cache + off, kr[u]);
             load_raw(v_cache + off, vr[u]);
@@ -262,7 +267,7 @@ __device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW
 
 // One WARP per (decode sequence, KV head, split): the split's keys in groups of DEC_GROUP, the
 // next group's loads issued before the current group's math (software pipelining), online
-// softmax across groups; lanes split the head dimension. Block = 4 warps = 4 consecutive splits.
+// softmax across groups; lanes split the head dimension. Block = 4 warps = 4 consecutive units.
 // dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
 // With nsplit > 1 each warp writes a partial (max, sum, unnormalised output) for attn_combine:
 // part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
@@ -270,11 +275,14 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
     const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
     const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
-    const int i = blockIdx.x, kvh = blockIdx.y;
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
+    int n_units) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int z = blockIdx.z * DEC_WARPS + warp;
-    if (z >= nsplit) return;  // no block-wide barrier below, so idle warps may leave
+    // Work units (decode sequence, KV head, split), split fastest, one per warp: every warp of
+    // a block works whatever the split count.
+    const int unit = blockIdx.x * DEC_WARPS + warp;
+    if (unit >= n_units) return;  // no block-wide barrier below, so idle warps may leave
+    const int z = unit % nsplit, kvh = (unit / nsplit) % NUM_KV_HEADS, i = unit / (nsplit * NUM_KV_HEADS);
     const int seq = dec_seqs[i];
     const int row = q_start[seq];
     const int L = ctx_len[seq];
@@ -373,20 +381,37 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
     }
 }
 
-// grid (n_dec, NUM_Q_HEADS), block HEAD_DIM threads.
-extern "C" __global__ void attn_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+// grid (n_dec, NUM_Q_HEADS), block 128 threads; nsplit <= 128. The split weights are computed
+// once into shared memory, then each thread sums its output dimensions over the splits with
+// independent loads (no chain of dependent loads).
+extern "C" __global__ void __launch_bounds__(128) attn_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                         bf16* __restrict__ out, const int* __restrict__ dec_seqs,
                                         const int* __restrict__ q_start, int nsplit) {
-    const int i = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    __shared__ float wz[128];
+    __shared__ float red[4];
+    const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int row = q_start[dec_seqs[i]];
-    long long base = ((long long)i * NUM_Q_HEADS + h) * nsplit;
-    float M = NEG_BIG;
-    for (int z = 0; z < nsplit; z++) M = fmaxf(M, part_ml[(base + z) * 2]);
-    float Ls = 0.0f, A = 0.0f;
-    for (int z = 0; z < nsplit; z++) {
-        float f = exp2f(part_ml[(base + z) * 2] - M);
-        Ls += part_ml[(base + z) * 2 + 1] * f;
-        A += part_o[(base + z) * HEAD_DIM + d] * f;
+    const long long base = ((long long)i * NUM_Q_HEADS + h) * nsplit;
+    const float mz = tid < nsplit ? part_ml[(base + tid) * 2] : NEG_BIG;
+    const float lz = tid < nsplit ? part_ml[(base + tid) * 2 + 1] : 0.0f;
+    float M = mz;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    const float w = tid < nsplit ? exp2f(mz - M) : 0.0f;
+    wz[tid] = w;
+    float Ls = warp_sum(w * lz);
+    __syncthreads();
+    if (lane == 0) red[warp] = Ls;
+    __syncthreads();
+    Ls = red[0] + red[1] + red[2] + red[3];
+    const float inv = Ls > 0.0f ? 1.0f / Ls : 0.0f;
+    for (int d = tid; d < HEAD_DIM; d += blockDim.x) {
+        float A = 0.0f;
+#pragma unroll 8
+        for (int z = 0; z < nsplit; z++) A += part_o[(base + z) * HEAD_DIM + d] * wz[z];
+        out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(A * inv);
     }
-    out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? A / Ls : 0.0f);
 }

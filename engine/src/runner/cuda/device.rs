@@ -186,7 +186,12 @@ pub(crate) struct Kernels {
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
         "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{}\n{}\n{}",
-        shape.head_dim, shape.num_q_heads, shape.num_kv_heads, KERNELS_CU, ATTENTION_CU, SKINNY_GEMM_CU
+        shape.head_dim,
+        shape.num_q_heads,
+        shape.num_kv_heads,
+        KERNELS_CU,
+        ATTENTION_CU,
+        SKINNY_GEMM_CU
     )
 }
 
@@ -273,7 +278,12 @@ impl Kernels {
             attn_prefill,
             attn_decode: f("attn_decode")?,
             attn_combine: f("attn_combine")?,
-            skinny_gemm: [f("skinny_gemm_1")?, f("skinny_gemm_2")?, f("skinny_gemm_3")?, f("skinny_gemm_4")?],
+            skinny_gemm: [
+                f("skinny_gemm_1")?,
+                f("skinny_gemm_2")?,
+                f("skinny_gemm_3")?,
+                f("skinny_gemm_4")?,
+            ],
         })
     }
 }
@@ -300,7 +310,9 @@ impl Kernels {
             .iter()
             .map(|(n, f)| {
                 let regs = f.get_attribute(A::CU_FUNC_ATTRIBUTE_NUM_REGS).unwrap_or(-1);
-                let local = f.get_attribute(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).unwrap_or(-1);
+                let local = f
+                    .get_attribute(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
+                    .unwrap_or(-1);
                 (*n, regs, local)
             })
             .collect()

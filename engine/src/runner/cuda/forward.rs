@@ -5,11 +5,11 @@
 //! the same code is captured into decode graphs.
 
 use super::device::{launch, Arg};
-use cudarc::driver::CudaFunction;
 use super::gemm::OutType;
 use super::meta::StepLayout;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
+use cudarc::driver::CudaFunction;
 
 /// Rows up to which the skinny GEMM beats cuBLAS (measured on the H200: equal at 16, much slower at 64).
 const SKINNY_MAX_ROWS: usize = 16;
@@ -36,18 +36,7 @@ impl CudaRunner {
     /// `y[m, n] = x[m, k] · w[n, k]ᵀ`: the skinny tensor-core kernel for
     /// decode-sized `m` (it reads each weight byte once at full width), cuBLAS otherwise.
     #[allow(clippy::too_many_arguments)]
-    fn linear(&self, x: u64, w: u64, y: u64, m: usize, n: usize, k: usize, out: OutType, group: u32) -> Result<(), RunnerError> {
-        self.linear_maybe_swiglu(x, w, y, m, n, k, out, group, false)
-    }
-
-    fn skinny_applies(&self, m: usize, n: usize, k: usize) -> bool {
-        self.use_skinny && m <= SKINNY_MAX_ROWS && k % 256 == 0 && n % 8 == 0
-    }
-
-    /// [`Self::linear`]; with `swiglu` (skinny path only) `x` is the gate-up
-    /// buffer `[m, 2k]` and the input is `silu(gate) * up`, computed on load.
-    #[allow(clippy::too_many_arguments)]
-    fn linear_maybe_swiglu(
+    fn linear(
         &self,
         x: u64,
         w: u64,
@@ -57,26 +46,29 @@ impl CudaRunner {
         k: usize,
         out: OutType,
         group: u32,
-        swiglu: bool,
     ) -> Result<(), RunnerError> {
         if self.profile_skip & group != 0 || m == 0 {
             return Ok(());
         }
-        if swiglu && !self.skinny_applies(m, n, k) {
-            return Err(RunnerError::Device("fused SwiGLU input needs the skinny GEMM".into()));
-        }
-        if self.skinny_applies(m, n, k) {
+        if self.use_skinny && m <= SKINNY_MAX_ROWS && k % 256 == 0 && n % 8 == 0 {
             let f = &self.kernels.skinny_gemm[m.div_ceil(16) - 1];
-            return launch(&self.stream, f, "skinny_gemm", ((n / 8) as u32, 1, 1), 256, 0, &[
-                Arg::Ptr(x),
-                Arg::Ptr(w),
-                Arg::Ptr(y),
-                Arg::I32(m as i32),
-                Arg::I32(n as i32),
-                Arg::I32(k as i32),
-                Arg::I32((out == OutType::F32) as i32),
-                Arg::I32(swiglu as i32),
-            ]);
+            return launch(
+                &self.stream,
+                f,
+                "skinny_gemm",
+                ((n / 8) as u32, 1, 1),
+                256,
+                0,
+                &[
+                    Arg::Ptr(x),
+                    Arg::Ptr(w),
+                    Arg::Ptr(y),
+                    Arg::I32(m as i32),
+                    Arg::I32(n as i32),
+                    Arg::I32(k as i32),
+                    Arg::I32((out == OutType::F32) as i32),
+                ],
+            );
         }
         self.gemm.linear(x, w, y, m, n, k, out)
     }
@@ -196,8 +188,9 @@ impl CudaRunner {
                 )?;
             }
             if lay.num_decodes > 0 {
-                // One warp per split, four per block.
-                let grid = (lay.num_decodes as u32, nkv as u32, nsplit.div_ceil(4) as u32);
+                // One warp per (sequence, KV head, split), four per block.
+                let units = lay.num_decodes * nkv * nsplit;
+                let grid = (units.div_ceil(4) as u32, 1, 1);
                 self.launch_in(
                     SKIP_ATTENTION,
                     &k.attn_decode,
@@ -220,6 +213,7 @@ impl CudaRunner {
                         Arg::Ptr(ws.part_o.ptr),
                         Arg::Ptr(ws.part_ml.ptr),
                         Arg::I32(nsplit as i32),
+                        Arg::I32(units as i32),
                     ],
                 )?;
                 if nsplit > 1 {
@@ -228,7 +222,7 @@ impl CudaRunner {
                         &k.attn_combine,
                         "attn_combine",
                         (lay.num_decodes as u32, nq as u32, 1),
-                        d as u32,
+                        128,
                         0,
                         &[
                             Arg::Ptr(ws.part_o.ptr),
@@ -279,12 +273,9 @@ impl CudaRunner {
                 OutType::Bf16,
                 SKIP_GEMM,
             )?;
-            // Decode-sized steps fold SiLU·mul into the down projection's input loads.
-            let fuse_swiglu = self.skinny_applies(t, hdim, inter);
             // silu_mul works on groups of 8 elements.
             let total = (t * inter / 8) as i64;
-            if !fuse_swiglu {
-                self.launch_in(
+            self.launch_in(
                 SKIP_ELEMENTWISE,
                 &k.silu_mul,
                 "silu_mul",
@@ -298,9 +289,8 @@ impl CudaRunner {
                     Arg::I64(total),
                 ],
             )?;
-            }
-            self.linear_maybe_swiglu(
-                if fuse_swiglu { ws.gate_up.ptr } else { ws.act.ptr },
+            self.linear(
+                ws.act.ptr,
                 lw.down.ptr,
                 ws.out.ptr,
                 t,
@@ -308,7 +298,6 @@ impl CudaRunner {
                 inter,
                 OutType::Bf16,
                 SKIP_GEMM,
-                fuse_swiglu,
             )?;
         }
         let ns = lay.num_sampled;

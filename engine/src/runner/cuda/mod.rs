@@ -356,7 +356,12 @@ impl CudaRunner {
             &self.meta_host.as_slice()[..lay.total],
             &self.stream,
         )?;
-        let max_ctx = batch.seqs.iter().map(|s| s.start_pos + s.token_ids.len()).max().unwrap_or(1);
+        let max_ctx = batch
+            .seqs
+            .iter()
+            .map(|s| s.start_pos + s.token_ids.len())
+            .max()
+            .unwrap_or(1);
         match bucket {
             Some(b) => {
                 let nsplit = self.decode_splits(b, None);
@@ -367,7 +372,9 @@ impl CudaRunner {
                 let graph = &self.graphs[&(b, nsplit)];
                 graph.launch().map_err(|e| dev_err("graph launch", e))?;
             }
-            None => self.enqueue_forward(&lay, self.decode_splits(lay.num_decodes, Some(max_ctx)))?,
+            None => {
+                self.enqueue_forward(&lay, self.decode_splits(lay.num_decodes, Some(max_ctx)))?
+            }
         }
         let n_real = batch.seqs.iter().filter(|s| s.samples).count();
         self.last = LastStep {

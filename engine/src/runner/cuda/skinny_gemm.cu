@@ -8,30 +8,9 @@
 
 #define SK_WARPS 8
 
-// Eight consecutive elements of row r of the GEMM input. With swiglu the input is the gate-up
-// buffer [M][2K] and element k is bf16(silu(gate[k]) * up[k]) -- silu_mul fused into the load,
-// rounded exactly as silu_mul rounds.
-__device__ __forceinline__ uint4 load_x8(const bf16* __restrict__ X, int r, int kx, int K, int M, int swiglu) {
-    if (r >= M) return make_uint4(0, 0, 0, 0);
-    if (!swiglu) return *reinterpret_cast<const uint4*>(X + (long long)r * K + kx);
-    const bf16* base = X + (long long)r * 2 * K;
-    uint4 g = *reinterpret_cast<const uint4*>(base + kx);
-    uint4 u = *reinterpret_cast<const uint4*>(base + K + kx);
-    u32 gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w}, os[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        float2 gf = __bfloat1622float2(*reinterpret_cast<bf162*>(&gs[e]));
-        float2 uf = __bfloat1622float2(*reinterpret_cast<bf162*>(&us[e]));
-        bf162 o = __floats2bfloat162_rn(gf.x / (1.0f + __expf(-gf.x)) * uf.x, gf.y / (1.0f + __expf(-gf.y)) * uf.y);
-        os[e] = *reinterpret_cast<u32*>(&o);
-    }
-    return make_uint4(os[0], os[1], os[2], os[3]);
-}
-
 template <int MT>
 __device__ __forceinline__ void skinny_gemm_body(const bf16* __restrict__ X, const bf16* __restrict__ W,
-                                                 void* __restrict__ Y, int M, int N, int K, int out_f32,
-                                                 int swiglu) {
+                                                 void* __restrict__ Y, int M, int N, int K, int out_f32) {
     __shared__ float red[SK_WARPS][MT * 16 * 8];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     const int n0 = blockIdx.x * 8;
@@ -54,8 +33,8 @@ __device__ __forceinline__ void skinny_gemm_body(const bf16* __restrict__ X, con
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     const int r0 = mt * 16 + g, r1 = r0 + 8;
-                    uint4 x0 = load_x8(X, r0, kx, K, M, swiglu);
-                    uint4 x1 = load_x8(X, r1, kx, K, M, swiglu);
+                    uint4 x0 = r0 < M ? *reinterpret_cast<const uint4*>(X + (long long)r0 * K + kx) : zero;
+                    uint4 x1 = r1 < M ? *reinterpret_cast<const uint4*>(X + (long long)r1 * K + kx) : zero;
                     u32 a[4] = {x0.x, x1.x, x0.y, x1.y};
                     mma_bf16_16816(acc[mt], a, wv[u].x, wv[u].y);
                     u32 a2[4] = {x0.z, x1.z, x0.w, x1.w};
@@ -87,8 +66,8 @@ __device__ __forceinline__ void skinny_gemm_body(const bf16* __restrict__ X, con
 #define SKINNY_ENTRY(MT)                                                                                   \
     extern "C" __global__ void __launch_bounds__(256) skinny_gemm_##MT(                                   \
         const bf16* __restrict__ X, const bf16* __restrict__ W, void* __restrict__ Y, int M, int N, int K, \
-        int out_f32, int swiglu) {                                                                         \
-        skinny_gemm_body<MT>(X, W, Y, M, N, K, out_f32, swiglu);                                           \
+        int out_f32) {                                                                                     \
+        skinny_gemm_body<MT>(X, W, Y, M, N, K, out_f32);                                                   \
     }
 SKINNY_ENTRY(1)
 SKINNY_ENTRY(2)
