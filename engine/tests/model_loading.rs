@@ -210,6 +210,44 @@ fn hf_config_json_parses_to_the_preset() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// As transformers 5.24 writes it for `scripts/hf_reference.py`'s model.
+const TRANSFORMERS_5_CONFIG: &str = r#"{
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": null, "dtype": "float32", "eos_token_id": null, "head_dim": 32,
+  "hidden_act": "silu", "hidden_size": 128, "initializer_range": 0.05, "intermediate_size": 256,
+  "layer_types": ["full_attention", "full_attention", "full_attention"],
+  "max_position_embeddings": 4096, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 4, "num_hidden_layers": 3, "num_key_value_heads": 2,
+  "pad_token_id": null, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+  "sliding_window": null, "tie_word_embeddings": true, "transformers_version": "5.24.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 1000
+}"#;
+
+#[test]
+fn transformers_5_config_reads_rope_parameters() {
+    let c = Qwen3Config::from_json_str(TRANSFORMERS_5_CONFIG).unwrap();
+    assert_eq!(c.rope_theta, 1_000_000.0);
+    assert_eq!(
+        (
+            c.num_hidden_layers,
+            c.head_dim,
+            c.vocab_size,
+            c.eos_token_id
+        ),
+        (3, 32, 1000, None)
+    );
+    let yarn =
+        TRANSFORMERS_5_CONFIG.replace("\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"");
+    assert!(Qwen3Config::from_json_str(&yarn)
+        .unwrap_err()
+        .contains("yarn"));
+    let sliding = TRANSFORMERS_5_CONFIG.replacen("\"full_attention\"", "\"sliding_attention\"", 1);
+    assert!(Qwen3Config::from_json_str(&sliding)
+        .unwrap_err()
+        .contains("sliding_attention"));
+}
+
 #[test]
 fn bad_config_errors_name_the_file_and_the_problem() {
     let dir = temp_dir("badconfig");

@@ -130,6 +130,29 @@ fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn st
     Ok(median(times))
 }
 
+/// Decode step time for each decode-attention kernel and split target.
+fn tune(r: &mut CudaRunner, vocab: usize, budget: usize, out: &std::path::Path, date: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
+    for b in [1usize, 16, 64, 256] {
+        for g16 in [false, true] {
+            for target in [1024usize, 2048, 4096, 8192] {
+                r.set_decode_tuning(g16, target);
+                let kernel = if g16 { "g16" } else { "g8_prefetch" };
+                match decode(r, b, vocab, budget) {
+                    Ok(s) => {
+                        println!("tune decode{b:<4} {kernel:<12} target {target:>5}: {:.3} ms", s * 1e3);
+                        let _ = writeln!(csv, "{b},{kernel},{target},{:.4},{date}", s * 1e3);
+                    }
+                    Err(e) => println!("tune decode{b} {kernel} {target}: ERROR {e}"),
+                }
+            }
+        }
+    }
+    r.set_decode_tuning(false, 2048);
+    std::fs::write(out.join("tune.csv"), csv)?;
+    Ok(())
+}
+
 /// Step time with kernel groups left out (outputs are wrong; differences are
 /// what each group costs), and with cuBLAS instead of the skinny GEMM.
 fn profile(
@@ -271,6 +294,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Err(e) => println!("prefill {n}: ERROR {e}"),
         }
+    }
+    if args.iter().any(|a| a == "--tune") {
+        tune(&mut r, cfg.vocab_size, budget, &out, &date)?;
     }
     if args.iter().any(|a| a == "--profile") {
         profile(&mut r, cfg.vocab_size, budget, &out, &date)?;

@@ -3,9 +3,11 @@
 //! Contract: [`Qwen3Config::from_json_file`] accepts the `config.json` that
 //! `transformers` writes for `Qwen3ForCausalLM` (extra keys are ignored,
 //! `head_dim` defaults to `hidden_size / num_attention_heads`, `eos_token_id`
-//! may be a number or a list, of which the first is kept) and rejects what the
-//! engine cannot run (another `model_type`, RoPE scaling, sliding-window
-//! attention, inconsistent head counts) with an error naming the file.
+//! may be a number or a list, of which the first is kept, RoPE's theta is read
+//! from `rope_parameters` (transformers 5.x) or `rope_theta` (4.x)) and rejects
+//! what the engine cannot run (another `model_type`, RoPE scaling,
+//! sliding-window attention, inconsistent head counts) with an error naming the
+//! file.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -206,8 +208,12 @@ struct RawConfig {
     head_dim: Option<usize>,
     #[serde(default = "default_rms_norm_eps")]
     rms_norm_eps: f64,
-    #[serde(default = "default_rope_theta")]
-    rope_theta: f64,
+    #[serde(default)]
+    rope_theta: Option<f64>,
+    #[serde(default)]
+    rope_parameters: Option<RopeParameters>,
+    #[serde(default)]
+    layer_types: Vec<String>,
     #[serde(default)]
     tie_word_embeddings: bool,
     #[serde(default = "default_max_position_embeddings")]
@@ -226,9 +232,16 @@ fn default_rms_norm_eps() -> f64 {
     1e-6
 }
 
-fn default_rope_theta() -> f64 {
-    10_000.0
+/// transformers 5.x's `rope_parameters`.
+#[derive(Deserialize)]
+struct RopeParameters {
+    #[serde(default)]
+    rope_type: Option<String>,
+    rope_theta: f64,
 }
+
+/// transformers' default when neither `rope_theta` nor `rope_parameters` is given.
+const DEFAULT_ROPE_THETA: f64 = 10_000.0;
 
 impl RawConfig {
     fn into_config(self) -> Result<Qwen3Config, String> {
@@ -241,6 +254,22 @@ impl RawConfig {
         if self.use_sliding_window {
             return Err("use_sliding_window is not supported".into());
         }
+        if let Some(t) = self.layer_types.iter().find(|t| *t != "full_attention") {
+            return Err(format!(
+                "layer type {t:?} is not supported (only full_attention)"
+            ));
+        }
+        let rope_theta = match &self.rope_parameters {
+            Some(p) => {
+                if let Some(t) = p.rope_type.as_deref().filter(|t| *t != "default") {
+                    return Err(format!(
+                        "rope_parameters.rope_type {t:?} is not supported (only default)"
+                    ));
+                }
+                p.rope_theta
+            }
+            None => self.rope_theta.unwrap_or(DEFAULT_ROPE_THETA),
+        };
         if let Some(act) = self.hidden_act.as_deref().filter(|a| *a != "silu") {
             return Err(format!("hidden_act {act:?} is not supported (only silu)"));
         }
@@ -262,7 +291,7 @@ impl RawConfig {
                 .head_dim
                 .unwrap_or(self.hidden_size / self.num_attention_heads),
             rms_norm_eps: self.rms_norm_eps,
-            rope_theta: self.rope_theta,
+            rope_theta,
             tie_word_embeddings: self.tie_word_embeddings,
             max_position_embeddings: self.max_position_embeddings,
             eos_token_id,

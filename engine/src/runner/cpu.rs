@@ -21,6 +21,7 @@ mod paged_kv;
 
 use crate::model::{tensor_specs, HostTensor, Qwen3Config, Qwen3Weights};
 use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
+use attention::TokenContext;
 use candle_core::{Device, Tensor};
 use ops::{device_error, linear, rms_norm_rows, RopeTable};
 use paged_kv::PagedKv;
@@ -235,18 +236,20 @@ impl CpuRunner {
             .iter()
             .flat_map(|s| s.token_ids.iter().copied())
             .collect();
-        let positions: Vec<usize> = batch
+        let contexts: Vec<TokenContext<'_>> = batch
             .seqs
             .iter()
-            .flat_map(|s| s.start_pos..s.start_pos + s.token_ids.len())
+            .flat_map(|s| {
+                (s.start_pos..s.start_pos + s.token_ids.len()).map(|position| TokenContext {
+                    position,
+                    block_table: s.block_table,
+                })
+            })
             .collect();
-        let owner: Vec<usize> = batch
-            .seqs
+        let rope: Vec<_> = contexts
             .iter()
-            .enumerate()
-            .flat_map(|(i, s)| std::iter::repeat_n(i, s.token_ids.len()))
+            .map(|t| self.rope.cos_sin(t.position))
             .collect();
-        let rope: Vec<_> = positions.iter().map(|&p| self.rope.cos_sin(p)).collect();
         let ids = Tensor::from_vec(ids, n, &Device::Cpu).map_err(device_error)?;
         let mut x: Vec<f32> = self
             .embed_tokens
@@ -271,10 +274,10 @@ impl CpuRunner {
                 ops::apply_rope(&mut q_row, hd, cos, sin);
                 ops::apply_rope(&mut k_row, hd, cos, sin);
                 q.extend_from_slice(&q_row);
-                let slot = self.kv.slot(batch.seqs[owner[t]].block_table, positions[t]);
+                let slot = self.kv.slot(contexts[t].block_table, contexts[t].position);
                 self.kv.write(li, slot, &k_row, v_row);
             }
-            let attn = attention::batch_attention(&self.kv, li, c, batch, &q)?;
+            let attn = attention::batch_attention(&self.kv, li, c, &contexts, &q);
             let o = linear(&attn, n, &layer.o_proj)?;
             x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
 

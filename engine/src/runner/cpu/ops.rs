@@ -3,21 +3,97 @@
 //! Each function follows the Hugging Face Qwen3 definition it names, in f32.
 
 use crate::runner::RunnerError;
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Storage, Tensor};
+use rayon::prelude::*;
 
 pub(super) fn device_error(e: candle_core::Error) -> RunnerError {
     RunnerError::Device(format!("cpu tensor op: {e}"))
 }
 
+/// Batches of at most this many rows are "skinny": gemm's small-m path is
+/// slow for them (measured on a 6144 x 1024 f32 matrix: 3.1 ms for 8 rows
+/// against 0.47 ms for one).
+const SKINNY_ROWS: usize = 16;
+
+/// Weights of at most this many values are "small": a candle matmul call
+/// costs about 28 us whatever the size below this, more than the arithmetic.
+const SMALL_WEIGHTS: usize = 1 << 20;
+
 /// `x[rows, in] @ w[out, in]^T`, row-major result `[rows, out]`.
+///
+/// Many rows: gemm. Skinny batch on large weights: gemm on the transposed
+/// problem `(w @ x^T)^T`, about twice as fast there (1.6 ms for 8 rows on the
+/// matrix above). Skinny batch on small weights: a plain kernel with no
+/// per-call overhead.
 pub(super) fn linear(x: &[f32], rows: usize, w: &Tensor) -> Result<Vec<f32>, RunnerError> {
     let in_features = w.dim(1).map_err(device_error)?;
-    let x = Tensor::from_slice(x, (rows, in_features), &Device::Cpu).map_err(device_error)?;
-    let w_t = w.t().map_err(device_error)?;
-    x.matmul(&w_t)
-        .and_then(|y| y.flatten_all())
-        .and_then(|y| y.to_vec1())
-        .map_err(device_error)
+    if rows > SKINNY_ROWS {
+        let x = Tensor::from_slice(x, (rows, in_features), &Device::Cpu).map_err(device_error)?;
+        return x
+            .matmul(&w.t().map_err(device_error)?)
+            .and_then(flat)
+            .map_err(device_error);
+    }
+    if w.elem_count() > SMALL_WEIGHTS || !w.is_contiguous() {
+        let x_t = Tensor::from_slice(x, (rows, in_features), &Device::Cpu)
+            .and_then(|x| x.t())
+            .map_err(device_error)?;
+        return w
+            .matmul(&x_t)
+            .and_then(|y| y.t())
+            .and_then(flat)
+            .map_err(device_error);
+    }
+    let (storage, layout) = w.storage_and_layout();
+    let data = match &*storage {
+        Storage::Cpu(cpu) => cpu.as_slice::<f32>().map_err(device_error)?,
+        _ => {
+            return Err(RunnerError::Device(
+                "CPU runner weight is not in CPU memory".into(),
+            ))
+        }
+    };
+    let (start, len) = (layout.start_offset(), w.elem_count());
+    Ok(skinny_linear(
+        x,
+        rows,
+        &data[start..start + len],
+        in_features,
+    ))
+}
+
+/// A tensor's values in row-major order.
+fn flat(t: Tensor) -> candle_core::Result<Vec<f32>> {
+    t.flatten_all()?.to_vec1()
+}
+
+/// Few rows: each weight row is read once and dotted with every input row,
+/// output features split across threads.
+fn skinny_linear(x: &[f32], rows: usize, w: &[f32], k: usize) -> Vec<f32> {
+    const FEATURES_PER_TASK: usize = 64;
+    let out_features = w.len() / k;
+    let blocks: Vec<Vec<f32>> = w
+        .par_chunks(FEATURES_PER_TASK * k)
+        .map(|block| {
+            let mut y = Vec::with_capacity(rows * block.len() / k);
+            for w_row in block.chunks_exact(k) {
+                y.extend(x.chunks_exact(k).map(|x_row| dot(w_row, x_row)));
+            }
+            y
+        })
+        .collect();
+    // Blocks are feature-major ([feature][row]); the result is row-major.
+    let mut out = vec![0.0f32; rows * out_features];
+    let mut feature = 0;
+    for block in &blocks {
+        for per_row in block.chunks_exact(rows) {
+            for (r, v) in per_row.iter().enumerate() {
+                out[r * out_features + feature] = *v;
+            }
+            feature += 1;
+        }
+    }
+    out
 }
 
 /// HF `Qwen3RMSNorm` over each `dim`-wide row of `x`, in place:
@@ -96,25 +172,56 @@ pub(super) fn argmax(values: &[f32]) -> u32 {
     best as u32
 }
 
-/// Softmax of `scale * row` for each `row_len`-wide row in place, keeping only
-/// the first `visible(row)` entries (the rest become 0): the causal mask.
-pub(super) fn masked_softmax_rows(
-    scores: &mut [f32],
-    row_len: usize,
-    scale: f32,
-    visible: impl Fn(usize) -> usize,
-) {
-    for (r, row) in scores.chunks_exact_mut(row_len).enumerate() {
-        let (live, masked) = row.split_at_mut(visible(r).min(row_len));
-        let max = live.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0;
-        for v in live.iter_mut() {
-            *v = ((*v - max) * scale).exp();
-            sum += *v;
+/// Dot product with eight partial sums, so the compiler vectorises it.
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a8.zip(b8) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
         }
-        for v in live.iter_mut() {
-            *v /= sum;
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every path of `linear` (skinny on small weights, transposed gemm on
+    /// large weights, plain gemm) against a plain f64 loop.
+    #[test]
+    fn linear_paths_agree_with_plain_loops() {
+        for (out_f, in_f) in [(96, 40), (SMALL_WEIGHTS / 512 + 1, 512)] {
+            let w: Vec<f32> = (0..out_f * in_f)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 500.0)
+                .collect();
+            let wt = Tensor::from_slice(&w, (out_f, in_f), &Device::Cpu).unwrap();
+            for rows in [1, 5, SKINNY_ROWS, SKINNY_ROWS + 3] {
+                let x: Vec<f32> = (0..rows * in_f)
+                    .map(|i| ((i * 13 % 29) as f32 - 14.0) / 10.0)
+                    .collect();
+                let y = linear(&x, rows, &wt).unwrap();
+                assert_eq!(y.len(), rows * out_f);
+                for r in 0..rows {
+                    for o in (0..out_f).step_by(out_f / 13 + 1) {
+                        let want: f64 = (0..in_f)
+                            .map(|k| x[r * in_f + k] as f64 * w[o * in_f + k] as f64)
+                            .sum();
+                        let got = y[r * out_f + o] as f64;
+                        assert!(
+                            (got - want).abs() < 1e-4,
+                            "{out_f}x{in_f}, {rows} rows, [{r},{o}]: {got} vs {want}"
+                        );
+                    }
+                }
+            }
         }
-        masked.fill(0.0);
     }
 }

@@ -35,20 +35,17 @@ impl PagedKv {
         self.v[layer][range].copy_from_slice(v);
     }
 
-    /// K and V of positions `0..len` as contiguous `[len, kv_size]` arrays.
-    pub(super) fn gather(
-        &self,
-        layer: usize,
-        block_table: &[u32],
-        len: usize,
-    ) -> (Vec<f32>, Vec<f32>) {
-        let mut k = Vec::with_capacity(len * self.kv_size);
-        let mut v = Vec::with_capacity(len * self.kv_size);
-        for pos in 0..len {
-            let start = self.slot(block_table, pos) * self.kv_size;
-            k.extend_from_slice(&self.k[layer][start..start + self.kv_size]);
-            v.extend_from_slice(&self.v[layer][start..start + self.kv_size]);
-        }
-        (k, v)
+    pub(super) fn kv_size(&self) -> usize {
+        self.kv_size
+    }
+
+    /// Every slot's K of `layer`, slot-major.
+    pub(super) fn keys(&self, layer: usize) -> &[f32] {
+        &self.k[layer]
+    }
+
+    /// Every slot's V of `layer`, slot-major.
+    pub(super) fn values(&self, layer: usize) -> &[f32] {
+        &self.v[layer]
     }
 }

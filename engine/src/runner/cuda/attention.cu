@@ -207,7 +207,6 @@ extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(
 }
 
 #define DEC_WARPS 4
-#define DEC_GROUP 8
 #define DEC_EPL (HEAD_DIM / 32)
 
 __device__ __forceinline__ void bf16x_to_float(const u32* raw, float* f) {
@@ -241,17 +240,18 @@ __device__ __forceinline__ void load_raw(const bf16* p, u32* raw) {
 
 #define DEC_RAW ((DEC_EPL + 1) / 2)
 
-// Loads keys [base, base + DEC_GROUP) of one KV head (zeros at or past `end`). `base` is a
-// multiple of DEC_GROUP, so when block_size is too the group lies in one KV block: one table
+// Loads keys [base, base + GROUP) of one KV head (zeros at or past `end`). `base` is a
+// multiple of GROUP, so when block_size is too the group lies in one KV block: one table
 // lookup and no per-key division.
+template <int GROUP>
 __device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW], const bf16* __restrict__ k_cache,
                                            const bf16* __restrict__ v_cache, const int* __restrict__ bt,
                                            int block_size, int kvh, int lane, int base, int end) {
     if (base >= end) return;  // nothing left: the caller never reads these registers
-    const bool one_block = (block_size % DEC_GROUP) == 0;
+    const bool one_block = (block_size % GROUP) == 0;
     const long long slot0 = one_block ? (long long)bt[base / block_size] * block_size + base % block_size : 0;
 #pragma unroll
-    for (int u = 0; u < DEC_GROUP; u++) {
+    for (int u = 0; u < GROUP; u++) {
         int key = base + u;
         if (key < end) {
             long long slot = one_block ? slot0 + u : (long long)bt[key / block_size] * block_size + key % block_size;
@@ -265,13 +265,14 @@ __device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW
     }
 }
 
-// One WARP per (decode sequence, KV head, split): the split's keys in groups of DEC_GROUP, the
+// One WARP per (decode sequence, KV head, split): the split's keys in groups of GROUP, the
 // next group's loads issued before the current group's math (software pipelining), online
 // softmax across groups; lanes split the head dimension. Block = 4 warps = 4 consecutive units.
 // dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
 // With nsplit > 1 each warp writes a partial (max, sum, unnormalised output) for attn_combine:
 // part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
-extern "C" __global__ void __launch_bounds__(128) attn_decode(
+template <int GROUP, bool PREFETCH>
+__device__ __forceinline__ void attn_decode_body(
     const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
     const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
@@ -288,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
     const int L = ctx_len[seq];
     const int* bt = block_tables + (long long)seq * hdr[0];
     int per = (L + nsplit - 1) / nsplit;
-    per = (per + DEC_GROUP - 1) / DEC_GROUP * DEC_GROUP;
+    per = (per + GROUP - 1) / GROUP * GROUP;
     const int kb = z * per;
     const int ke = kb + per < L ? kb + per : L;
 
@@ -309,16 +310,17 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
 #pragma unroll
         for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
     }
-    u32 kr[DEC_GROUP][DEC_RAW], vr[DEC_GROUP][DEC_RAW];
-    load_group(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, kb, ke);
-    for (int base = kb; base < ke; base += DEC_GROUP) {
-        u32 kn[DEC_GROUP][DEC_RAW], vn[DEC_GROUP][DEC_RAW];
-        load_group(kn, vn, k_cache, v_cache, bt, block_size, kvh, lane, base + DEC_GROUP, ke);
+    u32 kr[GROUP][DEC_RAW], vr[GROUP][DEC_RAW];
+    if (PREFETCH) load_group<GROUP>(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, kb, ke);
+    for (int base = kb; base < ke; base += GROUP) {
+        u32 kn[GROUP][DEC_RAW], vn[GROUP][DEC_RAW];
+        if (PREFETCH) load_group<GROUP>(kn, vn, k_cache, v_cache, bt, block_size, kvh, lane, base + GROUP, ke);
+        else load_group<GROUP>(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, base, ke);
 #pragma unroll
         for (int j = 0; j < GQA_GROUP; j++) {
-            float sc[DEC_GROUP];
+            float sc[GROUP];
 #pragma unroll
-            for (int u = 0; u < DEC_GROUP; u++) {
+            for (int u = 0; u < GROUP; u++) {
                 float kf[DEC_EPL];
                 bf16x_to_float(kr[u], kf);
                 float d = 0.0f;
@@ -329,11 +331,11 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
-                for (int u = 0; u < DEC_GROUP; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+                for (int u = 0; u < GROUP; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
             }
             float mx = m[j];
 #pragma unroll
-            for (int u = 0; u < DEC_GROUP; u++) {
+            for (int u = 0; u < GROUP; u++) {
                 if (base + u >= ke) sc[u] = -INFINITY;
                 mx = fmaxf(mx, sc[u]);
             }
@@ -343,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
 #pragma unroll
             for (int e = 0; e < DEC_EPL; e++) acc[j][e] *= c;
 #pragma unroll
-            for (int u = 0; u < DEC_GROUP; u++) {
+            for (int u = 0; u < GROUP; u++) {
                 const float p = exp2f(sc[u] - mx);
                 l[j] += p;
                 float vf[DEC_EPL];
@@ -352,12 +354,14 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
                 for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
             }
         }
+        if (PREFETCH) {
 #pragma unroll
-        for (int u = 0; u < DEC_GROUP; u++) {
+            for (int u = 0; u < GROUP; u++) {
 #pragma unroll
-            for (int e = 0; e < DEC_RAW; e++) {
-                kr[u][e] = kn[u][e];
-                vr[u][e] = vn[u][e];
+                for (int e = 0; e < DEC_RAW; e++) {
+                    kr[u][e] = kn[u][e];
+                    vr[u][e] = vn[u][e];
+                }
             }
         }
     }
@@ -380,6 +384,22 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode(
         }
     }
 }
+
+// Two shapes of the same kernel: 8-key groups with the next group prefetched, and 16-key
+// groups loaded then used (fewer, larger round trips, fewer registers held across them).
+#define DECODE_ENTRY(NAME, GROUP, PREFETCH)                                                                   \
+    extern "C" __global__ void __launch_bounds__(128) NAME(                                                 \
+        const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \
+        bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,          \
+        const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr, \
+        int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml,          \
+        int nsplit, int n_units) {                                                                          \
+        attn_decode_body<GROUP, PREFETCH>(qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len,           \
+                                          block_tables, hdr, block_size, scale_log2, part_o, part_ml,       \
+                                          nsplit, n_units);                                                 \
+    }
+DECODE_ENTRY(attn_decode, 8, true)
+DECODE_ENTRY(attn_decode_g16, 16, false)
 
 // grid (n_dec, NUM_Q_HEADS), block 128 threads; nsplit <= 128. The split weights are computed
 // once into shared memory, then each thread sums its output dimensions over the splits with

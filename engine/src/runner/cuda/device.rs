@@ -176,6 +176,8 @@ pub(crate) struct Kernels {
     pub argmax_rows: CudaFunction,
     pub attn_prefill: CudaFunction,
     pub attn_decode: CudaFunction,
+    /// 16-key groups without prefetch (a tuning alternative to `attn_decode`).
+    pub attn_decode_g16: CudaFunction,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -277,6 +279,7 @@ impl Kernels {
             argmax_rows: f("argmax_rows")?,
             attn_prefill,
             attn_decode: f("attn_decode")?,
+            attn_decode_g16: f("attn_decode_g16")?,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
@@ -292,7 +295,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 12] = [
+        let named: [(&'static str, &CudaFunction); 13] = [
             ("embed_gather", &self.embed_gather),
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
@@ -300,6 +303,7 @@ impl Kernels {
             ("argmax_rows", &self.argmax_rows),
             ("attn_prefill", &self.attn_prefill),
             ("attn_decode", &self.attn_decode),
+            ("attn_decode_g16", &self.attn_decode_g16),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),

@@ -193,7 +193,7 @@ impl CudaRunner {
                 let grid = (units.div_ceil(4) as u32, 1, 1);
                 self.launch_in(
                     SKIP_ATTENTION,
-                    &k.attn_decode,
+                    if self.decode_g16 { &k.attn_decode_g16 } else { &k.attn_decode },
                     "attn_decode",
                     grid,
                     128,

@@ -130,6 +130,9 @@ pub struct CudaRunner {
     device_name: String,
     use_skinny: bool,
     profile_skip: u32,
+    /// Decode attention kernel: false = 8-key groups with prefetch, true = 16-key groups.
+    decode_g16: bool,
+    decode_target_warps: usize,
 }
 
 fn workspace(
@@ -271,6 +274,8 @@ impl CudaRunner {
             device_name,
             use_skinny: true,
             profile_skip: 0,
+            decode_g16: false,
+            decode_target_warps: DECODE_TARGET_WARPS,
         })
     }
 
@@ -290,6 +295,14 @@ impl CudaRunner {
     /// Use the skinny tensor-core GEMM for up to 64 rows (default) or cuBLAS always.
     pub fn set_use_skinny_gemm(&mut self, on: bool) {
         self.use_skinny = on;
+        self.graphs.clear();
+    }
+
+    /// Tuning: the decode attention kernel (16-key groups instead of 8 with
+    /// prefetch) and the number of warps its splits aim for.
+    pub fn set_decode_tuning(&mut self, g16: bool, target_warps: usize) {
+        self.decode_g16 = g16;
+        self.decode_target_warps = target_warps.max(1);
         self.graphs.clear();
     }
 
@@ -316,7 +329,7 @@ impl CudaRunner {
     /// batch size alone, since the kernel divides each context at run time.
     fn decode_splits(&self, n_dec: usize, max_ctx: Option<usize>) -> usize {
         let units = (n_dec * self.cfg.num_key_value_heads).max(1);
-        let mut n = DECODE_TARGET_WARPS.div_ceil(units);
+        let mut n = self.decode_target_warps.div_ceil(units);
         if let Some(ctx) = max_ctx {
             n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT));
         }

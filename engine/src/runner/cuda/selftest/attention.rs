@@ -9,7 +9,8 @@ use crate::runner::cuda::meta::{pack_step, BatchLimits};
 use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
-pub(super) fn check_attention(c: &mut Ctx, nsplit: usize) -> Result<KernelCheck, RunnerError> {
+/// `g16` selects the 16-key decode kernel.
+pub(super) fn check_attention(c: &mut Ctx, nsplit: usize, g16: bool) -> Result<KernelCheck, RunnerError> {
     let KernelShape {
         head_dim: d,
         num_q_heads: nq,
@@ -96,7 +97,7 @@ pub(super) fn check_attention(c: &mut Ctx, nsplit: usize) -> Result<KernelCheck,
     )?;
     launch(
         &c.stream,
-        &c.k.attn_decode,
+        if g16 { &c.k.attn_decode_g16 } else { &c.k.attn_decode },
         "attn_decode",
         ((lay.num_decodes * nkv * nsplit).div_ceil(4) as u32, 1, 1),
         128,

@@ -127,15 +127,16 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 10] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
         ("silu_mul", check_silu),
         ("argmax_rows", check_argmax),
         ("qk_norm_rope_cache", check_rope),
-        ("attn_prefill+decode(nsplit=1)", |c| check_attention(c, 1)),
-        ("attn_prefill+decode(nsplit=7)", |c| check_attention(c, 7)),
+        ("attn_prefill+decode(nsplit=1)", |c| check_attention(c, 1, false)),
+        ("attn_prefill+decode(nsplit=7)", |c| check_attention(c, 7, false)),
+        ("attn_prefill+decode_g16(nsplit=3)", |c| check_attention(c, 3, true)),
         ("embed_gather", check_embed),
     ];
     for (name, f) in checks {
