@@ -265,7 +265,14 @@ fn vs_hf(
     for (i, gen) in r.generated.iter().enumerate() {
         let c = compare(&forced[i], &gen[..steps], &r.logits[i]);
         let m = prefix_match(&free[i].tokens, gen);
-        let ok = m == steps && c.rel_l2 < 0.05;
+        // A float32 reference must give the same greedy tokens throughout. Against a bfloat16
+        // reference both sides round differently, so a near-tie may flip and the free runs part;
+        // there the teacher-forced agreement and the logit error are what is judged.
+        let ok = if r.dtype == "float32" {
+            m == steps && c.rel_l2 < 0.05
+        } else {
+            c.agree * 10 >= c.steps * 9 && c.rel_l2 < 0.05
+        };
         all_ok &= ok;
         println!(
             "{} [hf {label} {}] prompt {i}: free-run match {m}/{steps} | forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e})",
@@ -286,6 +293,63 @@ fn vs_hf(
     Ok(all_ok)
 }
 
+/// The runner's failure paths on a real device: KV-cache sizing from
+/// `gpu_memory_utilization`, and `OutOfMemory` (not a panic) when the cache cannot fit.
+fn error_paths() -> bool {
+    let cfg = Qwen3Config::tiny();
+    let w = Qwen3Weights::synthetic(&cfg, 3);
+    let base = runner_config(256, 32, 64);
+    let mut ok = true;
+    let mut report = |name: &str, pass: bool, detail: String| {
+        println!("{} {name}: {detail}", if pass { "PASS" } else { "FAIL" });
+        ok &= pass;
+    };
+    match CudaRunner::new(
+        &cfg,
+        &w,
+        &CudaRunnerConfig {
+            num_gpu_blocks: None,
+            gpu_memory_utilization: 0.3,
+            ..base.clone()
+        },
+    ) {
+        Ok(r) => report(
+            "kv blocks from gpu_memory_utilization 0.3",
+            r.num_kv_blocks() > 64,
+            format!("{} blocks", r.num_kv_blocks()),
+        ),
+        Err(e) => report(
+            "kv blocks from gpu_memory_utilization 0.3",
+            false,
+            e.to_string(),
+        ),
+    }
+    for (name, rc) in [
+        (
+            "num_gpu_blocks beyond memory",
+            CudaRunnerConfig {
+                num_gpu_blocks: Some(1 << 40),
+                ..base.clone()
+            },
+        ),
+        (
+            "gpu_memory_utilization too small",
+            CudaRunnerConfig {
+                num_gpu_blocks: None,
+                gpu_memory_utilization: 0.0001,
+                ..base.clone()
+            },
+        ),
+    ] {
+        match CudaRunner::new(&cfg, &w, &rc) {
+            Err(e @ RunnerError::OutOfMemory { .. }) => report(name, true, e.to_string()),
+            Err(e) => report(name, false, format!("wrong error: {e}")),
+            Ok(_) => report(name, false, "constructed a runner".into()),
+        }
+    }
+    ok
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |f: &str| args.iter().any(|a| a == f);
@@ -301,6 +365,9 @@ fn main() {
     let mut ok = true;
     if flag("--quick") || flag("--all") {
         ok &= quick();
+    }
+    if flag("--errors") || flag("--all") {
+        ok &= error_paths();
     }
     if flag("--cpu") || flag("--all") {
         let mut csv = String::from(

@@ -157,6 +157,7 @@ impl<T: Copy + Default> Drop for PinnedBuffer<T> {
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 const ATTENTION_CU: &str = include_str!("attention.cu");
+const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
@@ -187,13 +188,8 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{}\n{}\n{}",
-        shape.head_dim,
-        shape.num_q_heads,
-        shape.num_kv_heads,
-        KERNELS_CU,
-        ATTENTION_CU,
-        SKINNY_GEMM_CU
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
+        shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
 
