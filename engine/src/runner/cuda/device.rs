@@ -179,6 +179,10 @@ pub(crate) struct Kernels {
     pub attn_decode: CudaFunction,
     /// 16-key groups without prefetch (a tuning alternative to `attn_decode`).
     pub attn_decode_g16: CudaFunction,
+    /// Shared-memory cp.async pipeline (a tuning alternative to `attn_decode`).
+    pub attn_decode_async: CudaFunction,
+    /// Dynamic shared memory of `attn_decode_async`.
+    pub decode_async_smem: u32,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -266,6 +270,18 @@ impl Kernels {
                 message: format!("attn_prefill needs {prefill_smem} B of shared memory: {e:?}"),
                 log: String::new(),
             })?;
+        // 4 warps x 4 stages x (K, V) x 8 keys x head_dim bf16: attn_decode_async's pipeline.
+        let decode_async_smem = (4 * 4 * 2 * 8 * shape.head_dim * 2) as u32;
+        let attn_decode_async = f("attn_decode_async")?;
+        attn_decode_async
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                decode_async_smem as i32,
+            )
+            .map_err(|e| RunnerError::Compile {
+                message: format!("attn_decode_async needs {decode_async_smem} B of shared memory: {e:?}"),
+                log: String::new(),
+            })?;
         Ok(Self {
             prefill_smem,
             embed_gather: f("embed_gather")?,
@@ -276,6 +292,8 @@ impl Kernels {
             attn_prefill,
             attn_decode: f("attn_decode")?,
             attn_decode_g16: f("attn_decode_g16")?,
+            attn_decode_async,
+            decode_async_smem,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
@@ -291,7 +309,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 13] = [
+        let named: [(&'static str, &CudaFunction); 14] = [
             ("embed_gather", &self.embed_gather),
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
@@ -300,6 +318,7 @@ impl Kernels {
             ("attn_prefill", &self.attn_prefill),
             ("attn_decode", &self.attn_decode),
             ("attn_decode_g16", &self.attn_decode_g16),
+            ("attn_decode_async", &self.attn_decode_async),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),

@@ -54,6 +54,17 @@ const DECODE_MIN_KEYS_PER_SPLIT: usize = 32;
 /// Decode-graph batch sizes (padded up to the next one).
 const GRAPH_BUCKETS: [usize; 13] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256];
 
+/// Decode attention kernels (same results, different memory pipelines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeKernel {
+    /// 8-key groups, the next group prefetched into registers.
+    Prefetch8,
+    /// 16-key groups loaded then used.
+    Group16,
+    /// Four 8-key stages per warp in shared memory, filled by cp.async.
+    SmemPipeline,
+}
+
 /// KV-cache and batch settings of a [`CudaRunner`] (the [`EngineConfig`] fields it needs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CudaRunnerConfig {
@@ -129,8 +140,7 @@ pub struct CudaRunner {
     device_name: String,
     use_skinny: bool,
     profile_skip: u32,
-    /// Decode attention kernel: false = 8-key groups with prefetch, true = 16-key groups.
-    decode_g16: bool,
+    decode_kernel: DecodeKernel,
     decode_target_warps: usize,
 }
 
@@ -276,7 +286,7 @@ impl CudaRunner {
             device_name,
             use_skinny: true,
             profile_skip: 0,
-            decode_g16: false,
+            decode_kernel: DecodeKernel::Prefetch8,
             decode_target_warps: DECODE_TARGET_WARPS,
         })
     }
@@ -300,10 +310,9 @@ impl CudaRunner {
         self.graphs.clear();
     }
 
-    /// Tuning: the decode attention kernel (16-key groups instead of 8 with
-    /// prefetch) and the number of warps its splits aim for.
-    pub fn set_decode_tuning(&mut self, g16: bool, target_warps: usize) {
-        self.decode_g16 = g16;
+    /// Tuning: the decode attention kernel and the number of warps its splits aim for.
+    pub fn set_decode_tuning(&mut self, kernel: DecodeKernel, target_warps: usize) {
+        self.decode_kernel = kernel;
         self.decode_target_warps = target_warps.max(1);
         self.graphs.clear();
     }

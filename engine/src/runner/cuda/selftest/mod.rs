@@ -4,6 +4,7 @@
 //! comparisons.
 
 use super::device::{self, launch, Arg, DeviceBuffer, KernelShape, Kernels};
+use crate::runner::cuda::DecodeKernel;
 use crate::runner::RunnerError;
 use cudarc::driver::{CudaContext, CudaStream};
 use half::bf16;
@@ -130,7 +131,7 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 10] = [
+    let checks: [(&str, Check); 12] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -138,13 +139,19 @@ pub fn kernel_self_test(
         ("argmax_rows", check_argmax),
         ("qk_norm_rope_cache", check_rope),
         ("attn_prefill+decode(nsplit=1)", |c| {
-            check_attention(c, 1, false)
+            check_attention(c, 1, DecodeKernel::Prefetch8)
         }),
         ("attn_prefill+decode(nsplit=7)", |c| {
-            check_attention(c, 7, false)
+            check_attention(c, 7, DecodeKernel::Prefetch8)
+        }),
+        ("attn_prefill+decode_smem(nsplit=5)", |c| {
+            check_attention(c, 5, DecodeKernel::SmemPipeline)
+        }),
+        ("attn_prefill+decode_smem(nsplit=1)", |c| {
+            check_attention(c, 1, DecodeKernel::SmemPipeline)
         }),
         ("attn_prefill+decode_g16(nsplit=3)", |c| {
-            check_attention(c, 3, true)
+            check_attention(c, 3, DecodeKernel::Group16)
         }),
         ("embed_gather", check_embed),
     ];
