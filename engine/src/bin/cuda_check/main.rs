@@ -12,10 +12,14 @@
 //!    `scripts/hf_reference.py`, loaded with the engine's loader; same
 //!    measures against transformers' tokens and logits. Writes `vs_hf.csv`.
 //!
+//! 4. `--engine`: the same requests through `EngineCore` with the CPU and
+//!    the CUDA runner (chunked prefills, prefix-cache hits, graphs).
+//!
 //! Every part runs even when an earlier one fails; the exit code is non-zero
 //! when any check failed.
 
 mod driver;
+mod engine_e2e;
 
 use driver::{generate, LogitsRunner, Trace};
 use engine::model::{Qwen3Config, Qwen3Weights};
@@ -177,6 +181,8 @@ fn vs_cpu(
         &w,
         &runner_config(max_len, budget, blocks),
     )?);
+    // Capture every decode graph up front (the path real-mode runs use).
+    cuda.0.warm_up_graphs()?;
     let ref_tokens: Vec<Vec<u32>> = reference.iter().map(|t| t.tokens.clone()).collect();
     let forced = generate(
         &mut cuda,
@@ -368,6 +374,20 @@ fn main() {
     }
     if flag("--errors") || flag("--all") {
         ok &= error_paths();
+    }
+    if flag("--engine") || flag("--all") {
+        for model in ["tiny", "qwen3-0.6b"] {
+            match engine_e2e::engine_e2e(model) {
+                Ok((pass, line)) => {
+                    println!("{} {line}", if pass { "PASS" } else { "FAIL" });
+                    ok &= pass;
+                }
+                Err(e) => {
+                    println!("FAIL [{model}] EngineCore: {e}");
+                    ok = false;
+                }
+            }
+        }
     }
     if flag("--cpu") || flag("--all") {
         let mut csv = String::from(

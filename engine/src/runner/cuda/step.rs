@@ -34,6 +34,29 @@ impl CudaRunner {
             .find(|&b| b >= n && b <= self.limits.max_seqs)
     }
 
+    /// Captures the decode graph of every batch-size bucket now, so that no
+    /// later step pays for a capture (steps timed in real mode stay uniform).
+    pub fn warm_up_graphs(&mut self) -> Result<(), RunnerError> {
+        if !self.use_graphs {
+            return Ok(());
+        }
+        let buckets: Vec<usize> = GRAPH_BUCKETS
+            .iter()
+            .copied()
+            .filter(|&b| b <= self.limits.max_seqs)
+            .collect();
+        for b in buckets {
+            let nsplit = self.decode_splits(b, None);
+            if self.graphs.contains_key(&(b, nsplit)) {
+                continue;
+            }
+            // A bucket's offsets do not depend on the block-table stride (the tables come last).
+            let graph = self.capture(&StepLayout::new(b, b, b, b, 0, 1), nsplit)?;
+            self.graphs.insert((b, nsplit), graph);
+        }
+        Ok(())
+    }
+
     /// Logits (fp32, `[vocab]` each) of the sequences that sampled in the last
     /// step, in batch order. Copies from the device: not for the hot path.
     pub fn last_logits(&self) -> Result<Vec<Vec<f32>>, RunnerError> {
