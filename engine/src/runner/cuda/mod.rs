@@ -5,10 +5,15 @@
 //! host packs all metadata into one pinned buffer and copies it with one
 //! host-to-device copy; the forward pass writes every sequence's K/V of a layer
 //! before that layer's attention; greedy (argmax) tokens come back in batch
-//! order. Decode-only batches run as CUDA graphs captured lazily per padded
-//! batch-size bucket; other batches run eagerly. Kernels are compiled by NVRTC
-//! at construction for the device's compute capability; GEMMs are cuBLAS (bf16
-//! operands, fp32 accumulation) over fused QKV and gate-up weights. The KV
+//! order, and [`CudaRunner::last_logits`] copies their logits back on request.
+//! Decode-only batches run as CUDA graphs per padded batch-size bucket
+//! (captured on first use, or all at once by [`CudaRunner::warm_up_graphs`]);
+//! other batches run eagerly. Kernels are compiled by NVRTC at construction
+//! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
+//! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
+//! split-K decode attention, SiLU·mul, argmax. GEMMs (bf16 operands, fp32
+//! accumulation, fused QKV and gate-up weights) use a skinny tensor-core kernel
+//! up to 16 rows and cuBLAS above. The KV
 //! cache holds `num_kv_blocks()` blocks (block 0, the null block, included),
 //! either as configured or as many as `gpu_memory_utilization` leaves room for.
 //!
