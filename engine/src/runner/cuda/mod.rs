@@ -1,0 +1,388 @@
+//! The CUDA model runner: Qwen3 in bf16 on an NVIDIA GPU through cudarc.
+//!
+//! Contract: [`CudaRunner`] implements [`ModelRunner`] for mixed batches
+//! (prefill chunks over cached context and decodes in one step). Per step the
+//! host packs all metadata into one pinned buffer and copies it with one
+//! host-to-device copy; the forward pass writes every sequence's K/V of a layer
+//! before that layer's attention; greedy (argmax) tokens come back in batch
+//! order, and [`CudaRunner::last_logits`] copies their logits back on request.
+//! Decode-only batches run as CUDA graphs per padded batch-size bucket
+//! (captured on first use, or all at once by [`CudaRunner::warm_up_graphs`]);
+//! other batches run eagerly. Kernels are compiled by NVRTC at construction
+//! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
+//! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
+//! split-K decode attention, SiLU·mul, argmax. GEMMs (bf16 operands, fp32
+//! accumulation, fused QKV and gate-up weights) use a skinny tensor-core kernel
+//! up to 16 rows and cuBLAS above. The KV
+//! cache holds `num_kv_blocks()` blocks (block 0, the null block, included),
+//! either as configured or as many as `gpu_memory_utilization` leaves room for.
+//!
+//! Failures are errors: no driver or GPU ([`RunnerError::NoDevice`]), NVRTC
+//! failure with its log ([`RunnerError::Compile`]), too little memory for the
+//! KV cache ([`RunnerError::OutOfMemory`]), malformed batches
+//! ([`RunnerError::BadBatch`]).
+
+mod device;
+mod forward;
+mod gemm;
+mod meta;
+mod selftest;
+mod step;
+mod weights;
+
+use crate::config::EngineConfig;
+use crate::model::{Qwen3Config, Qwen3Weights};
+use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
+use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
+use device::{dev_err, DeviceBuffer, KernelShape, Kernels, PinnedBuffer};
+use gemm::Gemm;
+use meta::{BatchLimits, StepLayout};
+use std::collections::HashMap;
+use std::sync::Arc;
+use weights::DeviceWeights;
+
+pub use selftest::{kernel_self_test, KernelCheck};
+
+/// Kernel groups that [`CudaRunner::set_profile_skip`] can leave out.
+pub const SKIP_GEMM: u32 = 1;
+pub const SKIP_ATTENTION: u32 = 2;
+pub const SKIP_ELEMENTWISE: u32 = 4;
+/// Final norm, LM head and argmax.
+pub const SKIP_HEAD: u32 = 8;
+
+/// Most splits of one sequence's decode attention (one warp each).
+const MAX_DECODE_SPLITS: usize = 64;
+/// Decode-attention warps to aim for: enough to keep every SM's memory pipe busy.
+const DECODE_TARGET_WARPS: usize = 2048;
+/// Fewest keys worth a warp of its own in eager steps (whose contexts are known).
+const DECODE_MIN_KEYS_PER_SPLIT: usize = 32;
+/// Decode-graph batch sizes (padded up to the next one).
+const GRAPH_BUCKETS: [usize; 13] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256];
+
+/// Decode attention kernels (same results, different memory pipelines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeKernel {
+    /// 8-key groups, the next group prefetched into registers.
+    Prefetch8,
+    /// 16-key groups loaded then used.
+    Group16,
+    /// Four 8-key stages per warp in shared memory, filled by cp.async.
+    SmemPipeline,
+}
+
+/// KV-cache and batch settings of a [`CudaRunner`] (the [`EngineConfig`] fields it needs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CudaRunnerConfig {
+    pub block_size: usize,
+    pub num_gpu_blocks: Option<usize>,
+    pub gpu_memory_utilization: f64,
+    pub max_num_seqs: usize,
+    pub max_num_batched_tokens: usize,
+    pub max_model_len: usize,
+    /// Capture decode-only batches as CUDA graphs.
+    pub use_cuda_graphs: bool,
+    pub device_ordinal: usize,
+}
+
+impl From<&EngineConfig> for CudaRunnerConfig {
+    fn from(e: &EngineConfig) -> Self {
+        Self {
+            block_size: e.block_size,
+            num_gpu_blocks: e.num_gpu_blocks,
+            gpu_memory_utilization: e.gpu_memory_utilization,
+            max_num_seqs: e.max_num_seqs,
+            max_num_batched_tokens: e.max_num_batched_tokens,
+            max_model_len: e.max_model_len,
+            use_cuda_graphs: true,
+            device_ordinal: 0,
+        }
+    }
+}
+
+/// Activation workspace, sized for the largest step.
+pub(crate) struct Workspace {
+    resid: DeviceBuffer,
+    normed: DeviceBuffer,
+    qkv: DeviceBuffer,
+    attn: DeviceBuffer,
+    out: DeviceBuffer,
+    gate_up: DeviceBuffer,
+    act: DeviceBuffer,
+    final_normed: DeviceBuffer,
+    logits: DeviceBuffer,
+    sampled: DeviceBuffer,
+    part_o: DeviceBuffer,
+    part_ml: DeviceBuffer,
+    meta: DeviceBuffer,
+}
+
+/// What the last step left on the device, for [`CudaRunner::last_logits`].
+#[derive(Debug, Clone, Copy, Default)]
+struct LastStep {
+    num_sampled: usize,
+}
+
+pub struct CudaRunner {
+    _ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    cfg: Qwen3Config,
+    kernels: Kernels,
+    gemm: Gemm,
+    weights: DeviceWeights,
+    ws: Workspace,
+    kv: DeviceBuffer,
+    num_blocks: usize,
+    block_size: usize,
+    layer_kv_bytes: usize,
+    limits: BatchLimits,
+    meta_host: PinnedBuffer<i32>,
+    sampled_host: PinnedBuffer<i32>,
+    /// Decode graphs by (padded batch size, attention splits).
+    graphs: HashMap<(usize, usize), CudaGraph>,
+    max_splits: usize,
+    use_graphs: bool,
+    last: LastStep,
+    device_name: String,
+    use_skinny: bool,
+    profile_skip: u32,
+    decode_kernel: DecodeKernel,
+    decode_target_warps: usize,
+}
+
+fn workspace(
+    ctx: &Arc<CudaContext>,
+    c: &Qwen3Config,
+    t: usize,
+    s: usize,
+    meta_ints: usize,
+    max_splits: usize,
+) -> Result<Workspace, RunnerError> {
+    let a =
+        |bytes: usize| DeviceBuffer::alloc(ctx, bytes).map_err(|e| dev_err("workspace alloc", e));
+    let (h, i, v) = (c.hidden_size, c.intermediate_size, c.vocab_size);
+    let q = c.q_size();
+    let qkv = q + 2 * c.kv_size();
+    Ok(Workspace {
+        resid: a(t * h * 4)?,
+        normed: a(t * h * 2)?,
+        qkv: a(t * qkv * 2)?,
+        attn: a(t * q * 2)?,
+        out: a(t * h * 2)?,
+        gate_up: a(t * 2 * i * 2)?,
+        act: a(t * i * 2)?,
+        final_normed: a(s * h * 2)?,
+        logits: a(s * v * 4)?,
+        sampled: a(s * 4)?,
+        part_o: a(s * c.num_attention_heads * max_splits * c.head_dim * 4)?,
+        part_ml: a(s * c.num_attention_heads * max_splits * 2 * 4)?,
+        meta: a(meta_ints * 4)?,
+    })
+}
+
+impl CudaRunner {
+    /// Uploads `weights`, compiles the kernels, allocates the workspace and the KV cache.
+    pub fn new(
+        cfg: &Qwen3Config,
+        weights: &Qwen3Weights,
+        rc: &CudaRunnerConfig,
+    ) -> Result<Self, RunnerError> {
+        if rc.block_size == 0
+            || rc.max_num_seqs == 0
+            || rc.max_num_batched_tokens == 0
+            || rc.max_model_len == 0
+        {
+            return Err(RunnerError::Model(format!(
+                "invalid runner settings {rc:?}"
+            )));
+        }
+        if !cfg.hidden_size.is_multiple_of(4)
+            || cfg.hidden_size > 4096
+            || !cfg.intermediate_size.is_multiple_of(8)
+        {
+            return Err(RunnerError::Model(format!(
+                "the CUDA kernels need hidden_size % 4 == 0 and <= 4096 (got {}), intermediate_size % 8 == 0 (got {})",
+                cfg.hidden_size, cfg.intermediate_size
+            )));
+        }
+        let (ctx, stream) = device::open_device(rc.device_ordinal)?;
+        let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let shape = KernelShape {
+            head_dim: cfg.head_dim,
+            num_q_heads: cfg.num_attention_heads,
+            num_kv_heads: cfg.num_key_value_heads,
+        };
+        let kernels = Kernels::compile(&ctx, shape)?;
+        let gemm = Gemm::new(&ctx, &stream)?;
+        let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
+
+        let max_seqs = rc.max_num_seqs;
+        let graph_max = GRAPH_BUCKETS
+            .iter()
+            .copied()
+            .find(|&b| b >= max_seqs)
+            .unwrap_or(max_seqs);
+        let max_tokens = rc.max_num_batched_tokens.max(graph_max);
+        let max_seqs_pad = max_seqs.max(graph_max);
+        let max_blocks_per_seq = rc.max_model_len.div_ceil(rc.block_size);
+        let meta_ints = StepLayout::capacity(max_tokens, max_seqs_pad, max_blocks_per_seq);
+        let max_splits = MAX_DECODE_SPLITS;
+        let ws = workspace(&ctx, cfg, max_tokens, max_seqs_pad, meta_ints, max_splits)?;
+        let meta_host = PinnedBuffer::new(&ctx, meta_ints)?;
+        let sampled_host = PinnedBuffer::new(&ctx, max_seqs_pad)?;
+
+        let block_bytes_per_layer = rc.block_size * cfg.kv_size() * 2;
+        let block_bytes = 2 * cfg.num_hidden_layers * block_bytes_per_layer;
+        let needed = max_blocks_per_seq + 1;
+        let (free, total) = device::mem_info(&ctx)?;
+        let num_blocks = match rc.num_gpu_blocks {
+            Some(n) => {
+                if n < needed || n.checked_mul(block_bytes).is_none_or(|b| b > free) {
+                    return Err(RunnerError::OutOfMemory {
+                        free_bytes: free as u64,
+                        needed_blocks: n.max(needed),
+                        fitting_blocks: free / block_bytes,
+                    });
+                }
+                n
+            }
+            None => weights::kv_blocks_for_memory(
+                free,
+                total,
+                rc.gpu_memory_utilization,
+                block_bytes,
+                needed,
+            )?,
+        };
+        let kv = DeviceBuffer::alloc(&ctx, num_blocks * block_bytes).map_err(|_| {
+            RunnerError::OutOfMemory {
+                free_bytes: free as u64,
+                needed_blocks: num_blocks,
+                fitting_blocks: free / block_bytes,
+            }
+        })?;
+        let limits = BatchLimits {
+            block_size: rc.block_size,
+            num_blocks,
+            vocab_size: cfg.vocab_size,
+            max_tokens,
+            max_seqs: max_seqs_pad,
+            max_len: rc.max_model_len,
+            tokens_per_tile: 64 / (cfg.num_attention_heads / cfg.num_key_value_heads),
+        };
+        Ok(Self {
+            _ctx: ctx,
+            stream,
+            cfg: cfg.clone(),
+            kernels,
+            gemm,
+            weights: dw,
+            ws,
+            kv,
+            num_blocks,
+            block_size: rc.block_size,
+            layer_kv_bytes: num_blocks * block_bytes_per_layer,
+            limits,
+            meta_host,
+            sampled_host,
+            graphs: HashMap::new(),
+            max_splits,
+            use_graphs: rc.use_cuda_graphs,
+            last: LastStep::default(),
+            device_name,
+            use_skinny: true,
+            profile_skip: 0,
+            decode_kernel: DecodeKernel::Prefetch8,
+            decode_target_warps: DECODE_TARGET_WARPS,
+        })
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// Bytes of weights on the device.
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.bytes
+    }
+
+    pub fn set_use_cuda_graphs(&mut self, on: bool) {
+        self.use_graphs = on;
+    }
+
+    /// Use the skinny tensor-core GEMM for up to 64 rows (default) or cuBLAS always.
+    pub fn set_use_skinny_gemm(&mut self, on: bool) {
+        self.use_skinny = on;
+        self.graphs.clear();
+    }
+
+    /// Tuning: the decode attention kernel and the number of warps its splits aim for.
+    pub fn set_decode_tuning(&mut self, kernel: DecodeKernel, target_warps: usize) {
+        self.decode_kernel = kernel;
+        self.decode_target_warps = target_warps.max(1);
+        self.graphs.clear();
+    }
+
+    /// Profiling only: leaves out the kernel groups in `mask` (`SKIP_*`), so
+    /// outputs are wrong; the difference in step time is what a group costs.
+    pub fn set_profile_skip(&mut self, mask: u32) {
+        self.profile_skip = mask;
+        self.graphs.clear();
+    }
+
+    /// Registers and local-memory bytes per thread of every kernel (spills show as local memory).
+    pub fn kernel_resources(&self) -> Vec<(&'static str, i32, i32)> {
+        self.kernels.resource_report()
+    }
+}
+
+impl ModelRunner for CudaRunner {
+    fn num_kv_blocks(&self) -> usize {
+        self.num_blocks
+    }
+
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        let sampled = self.run_step(batch)?;
+        Ok(RunnerOutput {
+            sampled,
+            modeled_seconds: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_driver_is_an_error_not_a_panic() {
+        // Only meaningful where no NVIDIA driver is installed (CI, this build machine).
+        if unsafe { cudarc::driver::sys::is_culib_present() } {
+            return;
+        }
+        let cfg = Qwen3Config::tiny();
+        let w = Qwen3Weights::synthetic(&cfg, 1);
+        let rc = CudaRunnerConfig::from(&EngineConfig::default());
+        match CudaRunner::new(&cfg, &w, &rc) {
+            Err(RunnerError::NoDevice(msg)) => assert!(msg.contains("libcuda"), "{msg}"),
+            Err(e) => panic!("expected NoDevice, got {e}"),
+            Ok(_) => panic!("constructed a CUDA runner without a driver"),
+        }
+    }
+
+    #[test]
+    fn settings_come_from_the_engine_config() {
+        let e = EngineConfig {
+            block_size: 32,
+            num_gpu_blocks: Some(99),
+            max_num_seqs: 7,
+            ..EngineConfig::default()
+        };
+        let rc = CudaRunnerConfig::from(&e);
+        assert_eq!(
+            (rc.block_size, rc.num_gpu_blocks, rc.max_num_seqs),
+            (32, Some(99), 7)
+        );
+        assert_eq!(rc.max_num_batched_tokens, e.max_num_batched_tokens);
+        assert!(rc.use_cuda_graphs);
+    }
+}
