@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 /// One sequence's share of a step.
 #[derive(Debug, Clone, Copy)]

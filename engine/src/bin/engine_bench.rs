@@ -1,0 +1,312 @@
+//! `engine-bench`: step times of the CUDA runner on synthetic Qwen3-0.6B
+//! weights (random, never zeros).
+//!
+//! Decode: B sequences at context ~300 (prefilled first), one token each per
+//! step through the CUDA-graph path; the time of a whole `execute` call
+//! (metadata copy, graph launch, sampled tokens back), median over the steps.
+//! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
+//! `kind,batch,tokens,ms_median,tok_s,date`.
+//!
+//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager]`.
+
+use engine::model::{Qwen3Config, Qwen3Weights};
+use engine::runner::cuda::{
+    CudaRunner, CudaRunnerConfig, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+};
+use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+const BLOCK_SIZE: usize = 16;
+const CONTEXT: usize = 300;
+const DECODE_WARMUP: usize = 5;
+const DECODE_STEPS: usize = 40;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn today() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
+    (0..n)
+        .map(|i| ((i * 7919 + salt * 104_729 + 13) % vocab) as u32)
+        .collect()
+}
+
+/// Decode steps at batch `b`: prefill `b` prompts of CONTEXT tokens, then time decodes.
+fn decode(
+    r: &mut CudaRunner,
+    b: usize,
+    vocab: usize,
+    budget: usize,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
+    let tables: Vec<Vec<u32>> = (0..b)
+        .map(|i| (0..per_seq).map(|k| (1 + i * per_seq + k) as u32).collect())
+        .collect();
+    let prompts: Vec<Vec<u32>> = (0..b).map(|i| tokens(CONTEXT, vocab, i)).collect();
+    let per_step = (budget / CONTEXT).max(1);
+    let mut last = vec![0u32; b];
+    for chunk in (0..b).collect::<Vec<_>>().chunks(per_step) {
+        let batch = ScheduledBatch {
+            seqs: chunk
+                .iter()
+                .map(|&i| ScheduledSeq {
+                    request_id: RequestId(i as u64),
+                    token_ids: &prompts[i],
+                    start_pos: 0,
+                    block_table: &tables[i],
+                    samples: true,
+                })
+                .collect(),
+            block_size: BLOCK_SIZE,
+        };
+        let out = r.execute(&batch)?;
+        for (k, &i) in chunk.iter().enumerate() {
+            last[i] = out.sampled[k] % vocab as u32;
+        }
+    }
+    let mut times = Vec::new();
+    for step in 0..DECODE_WARMUP + DECODE_STEPS {
+        let toks: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
+        let batch = ScheduledBatch {
+            seqs: (0..b)
+                .map(|i| ScheduledSeq {
+                    request_id: RequestId(i as u64),
+                    token_ids: &toks[i],
+                    start_pos: CONTEXT + step,
+                    block_table: &tables[i],
+                    samples: true,
+                })
+                .collect(),
+            block_size: BLOCK_SIZE,
+        };
+        let t = Instant::now();
+        let out = r.execute(&batch)?;
+        let dt = t.elapsed().as_secs_f64();
+        if step >= DECODE_WARMUP {
+            times.push(dt);
+        }
+        // Profiling runs that skip the LM head leave stale tokens: keep them in range.
+        for (l, &t) in last.iter_mut().zip(&out.sampled) {
+            *l = t % vocab as u32;
+        }
+    }
+    Ok(median(times))
+}
+
+fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    let prompt = tokens(n, vocab, 5);
+    let table: Vec<u32> = (1..=n.div_ceil(BLOCK_SIZE) as u32).collect();
+    let mut times = Vec::new();
+    for rep in 0..13 {
+        let batch = ScheduledBatch {
+            seqs: vec![ScheduledSeq {
+                request_id: RequestId(0),
+                token_ids: &prompt,
+                start_pos: 0,
+                block_table: &table,
+                samples: true,
+            }],
+            block_size: BLOCK_SIZE,
+        };
+        let t = Instant::now();
+        r.execute(&batch)?;
+        if rep >= 3 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(median(times))
+}
+
+/// Decode step time for each decode-attention kernel and split target.
+fn tune(r: &mut CudaRunner, vocab: usize, budget: usize, out: &std::path::Path, date: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
+    for b in [1usize, 16, 64, 256] {
+        for g16 in [false, true] {
+            for target in [1024usize, 2048, 4096, 8192] {
+                r.set_decode_tuning(g16, target);
+                let kernel = if g16 { "g16" } else { "g8_prefetch" };
+                match decode(r, b, vocab, budget) {
+                    Ok(s) => {
+                        println!("tune decode{b:<4} {kernel:<12} target {target:>5}: {:.3} ms", s * 1e3);
+                        let _ = writeln!(csv, "{b},{kernel},{target},{:.4},{date}", s * 1e3);
+                    }
+                    Err(e) => println!("tune decode{b} {kernel} {target}: ERROR {e}"),
+                }
+            }
+        }
+    }
+    r.set_decode_tuning(false, 2048);
+    std::fs::write(out.join("tune.csv"), csv)?;
+    Ok(())
+}
+
+/// Step time with kernel groups left out (outputs are wrong; differences are
+/// what each group costs), and with cuBLAS instead of the skinny GEMM.
+fn profile(
+    r: &mut CudaRunner,
+    vocab: usize,
+    budget: usize,
+    out: &std::path::Path,
+    date: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for (name, regs, local) in r.kernel_resources() {
+        println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
+    }
+    let masks: [(&str, u32, bool); 8] = [
+        ("full", 0, true),
+        ("full_cublas", 0, false),
+        ("no_gemm", SKIP_GEMM, true),
+        ("no_attention", SKIP_ATTENTION, true),
+        ("no_elementwise", SKIP_ELEMENTWISE, true),
+        ("no_head", SKIP_HEAD, true),
+        (
+            "gemm_only",
+            SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
+            true,
+        ),
+        (
+            "nothing",
+            SKIP_GEMM | SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
+            true,
+        ),
+    ];
+    let mut csv = String::from("case,variant,ms_median,date\n");
+    for case in [
+        "decode1",
+        "decode16",
+        "decode64",
+        "decode256",
+        "prefill3200",
+        "prefill512",
+    ] {
+        for &(variant, mask, skinny) in &masks {
+            r.set_use_skinny_gemm(skinny);
+            r.set_profile_skip(mask);
+            let s = match case {
+                "decode1" => decode(r, 1, vocab, budget),
+                "decode16" => decode(r, 16, vocab, budget),
+                "decode64" => decode(r, 64, vocab, budget),
+                "decode256" => decode(r, 256, vocab, budget),
+                "prefill3200" => prefill(r, 3200, vocab),
+                _ => prefill(r, 512, vocab),
+            };
+            match s {
+                Ok(s) => {
+                    println!("profile {case:<12} {variant:<15} {:.3} ms", s * 1e3);
+                    let _ = writeln!(csv, "{case},{variant},{:.4},{date}", s * 1e3);
+                }
+                Err(e) => println!("profile {case} {variant}: ERROR {e}"),
+            }
+        }
+    }
+    r.set_profile_skip(0);
+    r.set_use_skinny_gemm(true);
+    std::fs::write(out.join("profile.csv"), csv)?;
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |f: &str| {
+        args.iter()
+            .position(|a| a == f)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
+    let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
+    let eager = args.iter().any(|a| a == "--eager");
+    let cfg = Qwen3Config::preset(&model)?;
+    let t = Instant::now();
+    let w = Qwen3Weights::synthetic(&cfg, 42);
+    println!(
+        "synthetic {model} weights in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    let budget = 3200;
+    let batches = [1usize, 16, 64, 256];
+    let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
+    let rc = CudaRunnerConfig {
+        block_size: BLOCK_SIZE,
+        num_gpu_blocks: Some(256 * per_seq + 8),
+        gpu_memory_utilization: 0.9,
+        max_num_seqs: 256,
+        max_num_batched_tokens: budget,
+        max_model_len: 4096,
+        use_cuda_graphs: !eager,
+        device_ordinal: 0,
+    };
+    let t = Instant::now();
+    let mut r = CudaRunner::new(&cfg, &w, &rc)?;
+    println!(
+        "runner on {} ready in {:.1}s ({} KV blocks)",
+        r.device_name(),
+        t.elapsed().as_secs_f64(),
+        r.num_kv_blocks()
+    );
+    let date = today();
+    let mut csv = String::from("kind,batch,tokens,ms_median,tok_s,date\n");
+    for &b in &batches {
+        match decode(&mut r, b, cfg.vocab_size, budget) {
+            Ok(s) => {
+                println!(
+                    "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step, {:.0} tok/s",
+                    s * 1e3,
+                    b as f64 / s
+                );
+                let _ = writeln!(
+                    csv,
+                    "decode,{b},{CONTEXT},{:.4},{:.1},{date}",
+                    s * 1e3,
+                    b as f64 / s
+                );
+            }
+            Err(e) => println!("decode batch {b}: ERROR {e}"),
+        }
+    }
+    for &n in &[512usize, 2048, 3200] {
+        match prefill(&mut r, n, cfg.vocab_size) {
+            Ok(s) => {
+                println!(
+                    "prefill {n:>5} tokens: {:.3} ms, {:.0} tok/s",
+                    s * 1e3,
+                    n as f64 / s
+                );
+                let _ = writeln!(
+                    csv,
+                    "prefill,1,{n},{:.4},{:.1},{date}",
+                    s * 1e3,
+                    n as f64 / s
+                );
+            }
+            Err(e) => println!("prefill {n}: ERROR {e}"),
+        }
+    }
+    if args.iter().any(|a| a == "--tune") {
+        tune(&mut r, cfg.vocab_size, budget, &out, &date)?;
+    }
+    if args.iter().any(|a| a == "--profile") {
+        profile(&mut r, cfg.vocab_size, budget, &out, &date)?;
+    }
+    let name = if eager {
+        "engine_eager.csv"
+    } else {
+        "engine.csv"
+    };
+    std::fs::write(out.join(name), &csv)?;
+    print!("{csv}");
+    Ok(())
+}

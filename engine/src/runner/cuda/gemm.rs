@@ -1,0 +1,95 @@
+//! cuBLAS GEMMs in row-major terms: `Y[m, n] = X[m, k] · W[n, k]ᵀ` (a Linear
+//! layer), bf16 operands, fp32 accumulation, bf16 or fp32 output.
+//!
+//! cuBLAS is column-major, so it is asked for `Yᵀ = W · Xᵀ`: op(A) = the stored
+//! W transposed (OP_T, lda = k), op(B) = the stored X as is (OP_N, ldb = k).
+//! The handle gets a fixed workspace so that GEMMs can be captured in a CUDA
+//! graph without cuBLAS allocating during capture.
+
+use super::device::{dev_err, DeviceBuffer};
+use crate::runner::RunnerError;
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+use cudarc::cublas::{result as blas_result, sys as blas_sys, CudaBlas};
+use cudarc::driver::{CudaContext, CudaStream};
+use std::sync::Arc;
+
+const WORKSPACE_BYTES: usize = 32 << 20;
+
+pub(crate) struct Gemm {
+    blas: CudaBlas,
+    _workspace: DeviceBuffer,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum OutType {
+    Bf16,
+    F32,
+}
+
+impl Gemm {
+    pub fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>) -> Result<Self, RunnerError> {
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| dev_err("cuBLAS handle", e))?;
+        let workspace = DeviceBuffer::alloc(ctx, WORKSPACE_BYTES)
+            .map_err(|e| dev_err("cuBLAS workspace", e))?;
+        unsafe {
+            blas_sys::cublasSetWorkspace_v2(
+                *blas.handle(),
+                workspace.ptr as *mut _,
+                WORKSPACE_BYTES,
+            )
+            .result()
+            .map_err(|e| dev_err("cublasSetWorkspace", e))?;
+        }
+        Ok(Self {
+            blas,
+            _workspace: workspace,
+        })
+    }
+
+    /// `y[m, n] = x[m, k] · w[n, k]ᵀ`; all pointers are device addresses.
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear(
+        &self,
+        x: u64,
+        w: u64,
+        y: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        out: OutType,
+    ) -> Result<(), RunnerError> {
+        if m == 0 {
+            return Ok(());
+        }
+        let alpha: f32 = 1.0;
+        let beta: f32 = 0.0;
+        let c_type = match out {
+            OutType::Bf16 => cudaDataType::CUDA_R_16BF,
+            OutType::F32 => cudaDataType::CUDA_R_32F,
+        };
+        unsafe {
+            blas_result::gemm_ex(
+                *self.blas.handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                n as i32,
+                m as i32,
+                k as i32,
+                (&alpha) as *const f32 as *const _,
+                w as *const _,
+                cudaDataType::CUDA_R_16BF,
+                k as i32,
+                x as *const _,
+                cudaDataType::CUDA_R_16BF,
+                k as i32,
+                (&beta) as *const f32 as *const _,
+                y as *mut _,
+                c_type,
+                n as i32,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| dev_err(&format!("cublasGemmEx m={m} n={n} k={k}"), e))
+    }
+}

@@ -1,0 +1,213 @@
+// servetwin CUDA kernels for Qwen3, compiled by NVRTC at runner start.
+// The host prepends #defines for the model shape:
+//   HEAD_DIM, NUM_Q_HEADS, NUM_KV_HEADS (GQA_GROUP = NUM_Q_HEADS / NUM_KV_HEADS).
+// Conventions: row-major activations, one row per token; the QKV buffer holds
+// [q heads | k heads | v heads] per token; the KV cache of a layer is
+// [num_blocks * block_size slots][NUM_KV_HEADS][HEAD_DIM], slot = block * block_size + offset.
+#include <cuda_bf16.h>
+
+typedef __nv_bfloat16 bf16;
+typedef __nv_bfloat162 bf162;
+typedef unsigned int u32;
+
+#define GQA_GROUP (NUM_Q_HEADS / NUM_KV_HEADS)
+#define QKV_DIM ((NUM_Q_HEADS + 2 * NUM_KV_HEADS) * HEAD_DIM)
+#define Q_DIM (NUM_Q_HEADS * HEAD_DIM)
+#define NEG_BIG (-1.0e30f)
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over a block of blockDim.x (a multiple of 32, at most 1024) threads; every thread gets it.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < nw ? scratch[lane] : 0.0f;
+    return warp_sum(t);
+}
+
+// resid[t] = embed[tokens[t]] (fp32 residual stream).
+extern "C" __global__ void embed_gather(const bf16* __restrict__ embed, const int* __restrict__ tokens,
+                                        float* __restrict__ resid, int hidden) {
+    int t = blockIdx.x;
+    const bf16* row = embed + (long long)tokens[t] * hidden;
+    float* dst = resid + (long long)t * hidden;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = __bfloat162float(row[i]);
+}
+
+// Output row t reads residual row r = rows ? rows[t] : t. v = resid[r] + delta[r] (delta may be
+// null); when write_resid, resid[r] = v. out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
+// hidden % 4 == 0 and hidden <= 16 * blockDim.x: each thread keeps up to 4 float4 chunks.
+extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,
+                                       const bf16* __restrict__ w, bf16* __restrict__ out,
+                                       const int* __restrict__ rows, int hidden, float eps, int write_resid) {
+    __shared__ float scratch[32];
+    const int t = blockIdx.x;
+    const long long r = rows ? rows[t] : t;
+    float4* res = reinterpret_cast<float4*>(resid + r * hidden);
+    const uint2* del = delta ? reinterpret_cast<const uint2*>(delta + r * hidden) : nullptr;
+    const int chunks = hidden / 4;
+    float4 v[4];
+    float ss = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int ci = threadIdx.x + c * blockDim.x;
+        if (ci < chunks) {
+            float4 x = res[ci];
+            if (del) {
+                uint2 d = del[ci];
+                float2 a = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.x));
+                float2 b = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.y));
+                x.x += a.x; x.y += a.y; x.z += b.x; x.w += b.y;
+                if (write_resid) res[ci] = x;
+            }
+            v[c] = x;
+            ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+        }
+    }
+    const float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
+    uint2* o = reinterpret_cast<uint2*>(out + (long long)t * hidden);
+    const uint2* w2 = reinterpret_cast<const uint2*>(w);
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int ci = threadIdx.x + c * blockDim.x;
+        if (ci < chunks) {
+            uint2 wr = w2[ci];
+            float2 wa = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr.x));
+            float2 wb = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr.y));
+            bf162 lo = __floats2bfloat162_rn(v[c].x * inv * wa.x, v[c].y * inv * wa.y);
+            bf162 hi = __floats2bfloat162_rn(v[c].z * inv * wb.x, v[c].w * inv * wb.y);
+            uint2 packed;
+            packed.x = *reinterpret_cast<u32*>(&lo);
+            packed.y = *reinterpret_cast<u32*>(&hi);
+            o[ci] = packed;
+        }
+    }
+}
+
+// One warp per (token, head) over the q and k heads: per-head RMSNorm (q_norm / k_norm), then
+// rotate-half RoPE with cos/sin from a [max_pos][HEAD_DIM/2] table. q is written back in place;
+// k and v go to the cache slot (skipped when slot < 0: padding rows of a graph bucket).
+extern "C" __global__ void qk_norm_rope_cache(bf16* __restrict__ qkv, const bf16* __restrict__ q_norm,
+                                              const bf16* __restrict__ k_norm, const float* __restrict__ cos_t,
+                                              const float* __restrict__ sin_t, const int* __restrict__ positions,
+                                              const int* __restrict__ slots, bf16* __restrict__ k_cache,
+                                              bf16* __restrict__ v_cache, int num_tokens, int max_pos, float eps) {
+    const int heads = NUM_Q_HEADS + NUM_KV_HEADS;
+    int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (item >= num_tokens * heads) return;
+    int t = item / heads, h = item % heads;
+    bf16* x = qkv + (long long)t * QKV_DIM + h * HEAD_DIM;  // k heads follow q heads directly
+    bool is_q = h < NUM_Q_HEADS;
+    const bf16* w = is_q ? q_norm : k_norm;
+    const int half = HEAD_DIM / 2;
+    const int PAIRS = (half + 31) / 32;
+    float a[PAIRS], b[PAIRS];
+    float ss = 0.0f;
+#pragma unroll
+    for (int p = 0; p < PAIRS; p++) {
+        int j = lane + 32 * p;
+        a[p] = 0.0f;
+        b[p] = 0.0f;
+        if (j < half) {
+            a[p] = __bfloat162float(x[j]);
+            b[p] = __bfloat162float(x[j + half]);
+        }
+        ss += a[p] * a[p] + b[p] * b[p];
+    }
+    ss = warp_sum(ss);
+    float inv = rsqrtf(ss / (float)HEAD_DIM + eps);
+    int pos = positions[t];
+    pos = pos < 0 ? 0 : (pos >= max_pos ? max_pos - 1 : pos);
+    int slot = slots[t];
+    bf16* kdst = nullptr;
+    if (!is_q && slot >= 0) kdst = k_cache + ((long long)slot * NUM_KV_HEADS + (h - NUM_Q_HEADS)) * HEAD_DIM;
+#pragma unroll
+    for (int p = 0; p < PAIRS; p++) {
+        int j = lane + 32 * p;
+        if (j < half) {
+            // Round the normed value to bf16 before RoPE, as the reference model does.
+            float xa = __bfloat162float(__float2bfloat16(a[p] * inv * __bfloat162float(w[j])));
+            float xb = __bfloat162float(__float2bfloat16(b[p] * inv * __bfloat162float(w[j + half])));
+            float c = cos_t[(long long)pos * half + j], s = sin_t[(long long)pos * half + j];
+            bf16 ra = __float2bfloat16(xa * c - xb * s);
+            bf16 rb = __float2bfloat16(xb * c + xa * s);
+            if (is_q) {
+                x[j] = ra;
+                x[j + half] = rb;
+            } else if (kdst) {
+                kdst[j] = ra;
+                kdst[j + half] = rb;
+            }
+        }
+    }
+    if (!is_q && slot >= 0) {
+        const bf16* v = qkv + (long long)t * QKV_DIM + (NUM_Q_HEADS + NUM_KV_HEADS) * HEAD_DIM +
+                        (h - NUM_Q_HEADS) * HEAD_DIM;
+        bf16* vdst = v_cache + ((long long)slot * NUM_KV_HEADS + (h - NUM_Q_HEADS)) * HEAD_DIM;
+        for (int j = lane; j < HEAD_DIM; j += 32) vdst[j] = v[j];
+    }
+}
+
+// gu row t = [gate (inter) | up (inter)]; act[t] = silu(gate) * up. 8 elements per thread
+// (inter % 8 == 0); `total` counts groups of 8.
+extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restrict__ act, int inter, long long total) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    const int groups = inter / 8;
+    long long t = i / groups, j = (i % groups) * 8;
+    uint4 g = *reinterpret_cast<const uint4*>(gu + t * 2 * inter + j);
+    uint4 u = *reinterpret_cast<const uint4*>(gu + t * 2 * inter + inter + j);
+    u32 gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w}, os[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 gf = __bfloat1622float2(*reinterpret_cast<bf162*>(&gs[e]));
+        float2 uf = __bfloat1622float2(*reinterpret_cast<bf162*>(&us[e]));
+        bf162 r = __floats2bfloat162_rn(gf.x / (1.0f + __expf(-gf.x)) * uf.x, gf.y / (1.0f + __expf(-gf.y)) * uf.y);
+        os[e] = *reinterpret_cast<u32*>(&r);
+    }
+    *reinterpret_cast<uint4*>(act + t * inter + j) = make_uint4(os[0], os[1], os[2], os[3]);
+}
+
+// Greedy sampling: out[r] = argmax of logits row r (lowest index on ties).
+extern "C" __global__ void argmax_rows(const float* __restrict__ logits, int* __restrict__ out, int vocab) {
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    const float* row = logits + (long long)blockIdx.x * vocab;
+    float best = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        float v = row[i];
+        if (v > best || (v == best && i < idx)) { best = v; idx = i; }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) { bv[warp] = best; bi[warp] = idx; }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < nw ? bv[lane] : -INFINITY;
+        idx = lane < nw ? bi[lane] : 0x7fffffff;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+        }
+        if (lane == 0) out[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
+    }
+}

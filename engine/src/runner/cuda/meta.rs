@@ -1,0 +1,385 @@
+//! Packing of one step's metadata into a single `i32` buffer, copied to the
+//! device with one host-to-device copy per step.
+//!
+//! Layout (all `i32`, offsets in [`StepLayout`]): `hdr[0] = bt_stride`, then
+//! token ids `[T]`, positions `[T]`, KV slots `[T]` (-1 = do not write),
+//! `q_start[S + 1]`, `ctx_len[S]` (cache length after the step), `sample_rows`
+//! (token row of each sampled sequence, batch order), `dec_seqs` (sequences with
+//! one new token: the decode attention path), prefill `tiles` (pairs of
+//! sequence, first new token), and last the block tables `[S][bt_stride]`.
+//! Because the block tables come last and the stride is read on the device,
+//! a decode graph captured for a bucket of B sequences stays valid for any
+//! contexts: every offset depends on B alone.
+
+use crate::runner::{RunnerError, ScheduledBatch};
+
+/// Where each section of the packed metadata starts (in `i32`s) and how long it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StepLayout {
+    pub num_tokens: usize,
+    pub num_seqs: usize,
+    pub num_sampled: usize,
+    pub num_decodes: usize,
+    pub num_tiles: usize,
+    pub bt_stride: usize,
+    pub tokens: usize,
+    pub positions: usize,
+    pub slots: usize,
+    pub q_start: usize,
+    pub ctx_len: usize,
+    pub sample_rows: usize,
+    pub dec_seqs: usize,
+    pub tiles: usize,
+    pub block_tables: usize,
+    pub total: usize,
+}
+
+impl StepLayout {
+    pub fn new(
+        t: usize,
+        s: usize,
+        n_samp: usize,
+        n_dec: usize,
+        n_tiles: usize,
+        bt_stride: usize,
+    ) -> Self {
+        let tokens = 1;
+        let positions = tokens + t;
+        let slots = positions + t;
+        let q_start = slots + t;
+        let ctx_len = q_start + s + 1;
+        let sample_rows = ctx_len + s;
+        let dec_seqs = sample_rows + n_samp;
+        let tiles = dec_seqs + n_dec;
+        let block_tables = tiles + 2 * n_tiles;
+        let total = block_tables + s * bt_stride;
+        Self {
+            num_tokens: t,
+            num_seqs: s,
+            num_sampled: n_samp,
+            num_decodes: n_dec,
+            num_tiles: n_tiles,
+            bt_stride,
+            tokens,
+            positions,
+            slots,
+            q_start,
+            ctx_len,
+            sample_rows,
+            dec_seqs,
+            tiles,
+            block_tables,
+            total,
+        }
+    }
+
+    /// The most `i32`s a step can need.
+    pub fn capacity(max_tokens: usize, max_seqs: usize, max_blocks_per_seq: usize) -> usize {
+        // Each prefill tile holds at least one token, so tiles <= tokens.
+        Self::new(
+            max_tokens,
+            max_seqs,
+            max_seqs,
+            max_seqs,
+            max_tokens,
+            max_blocks_per_seq,
+        )
+        .total
+    }
+}
+
+/// Limits a batch is checked against before anything reaches the device.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchLimits {
+    pub block_size: usize,
+    pub num_blocks: usize,
+    pub vocab_size: usize,
+    pub max_tokens: usize,
+    pub max_seqs: usize,
+    pub max_len: usize,
+    /// New tokens of one sequence per prefill attention tile.
+    pub tokens_per_tile: usize,
+}
+
+/// Packs `batch` into `buf`. With `bucket = Some(b)` the batch must be decode-only
+/// and is padded to `b` sequences (padding: token 0, slot -1, empty context).
+pub(crate) fn pack_step(
+    batch: &ScheduledBatch<'_>,
+    lim: &BatchLimits,
+    bucket: Option<usize>,
+    buf: &mut [i32],
+) -> Result<StepLayout, RunnerError> {
+    let bad = |m: String| Err(RunnerError::BadBatch(m));
+    if batch.block_size != lim.block_size {
+        return bad(format!(
+            "batch block_size {} but the KV cache uses {}",
+            batch.block_size, lim.block_size
+        ));
+    }
+    if batch.seqs.is_empty() {
+        return bad("empty batch".into());
+    }
+    let bs = lim.block_size;
+    let mut t = 0;
+    let mut n_samp = 0;
+    let mut n_dec = 0;
+    let mut n_tiles = 0;
+    let mut bt_stride = 1;
+    for (i, s) in batch.seqs.iter().enumerate() {
+        let n = s.token_ids.len();
+        if n == 0 {
+            return bad(format!("sequence {i} has no tokens"));
+        }
+        let end = s.start_pos + n;
+        if end > lim.max_len {
+            return bad(format!(
+                "sequence {i} reaches position {end}, beyond max_model_len {}",
+                lim.max_len
+            ));
+        }
+        let blocks = end.div_ceil(bs);
+        if s.block_table.len() < blocks {
+            return bad(format!(
+                "sequence {i}: {} blocks for {end} positions",
+                s.block_table.len()
+            ));
+        }
+        if let Some(&b) = s.block_table[..blocks]
+            .iter()
+            .find(|&&b| b as usize >= lim.num_blocks)
+        {
+            return bad(format!(
+                "sequence {i}: block {b} out of {} blocks",
+                lim.num_blocks
+            ));
+        }
+        if let Some(&tok) = s.token_ids.iter().find(|&&x| x as usize >= lim.vocab_size) {
+            return bad(format!(
+                "sequence {i}: token {tok} outside the vocabulary ({})",
+                lim.vocab_size
+            ));
+        }
+        t += n;
+        n_samp += s.samples as usize;
+        if n == 1 {
+            n_dec += 1;
+        } else {
+            n_tiles += n.div_ceil(lim.tokens_per_tile);
+        }
+        bt_stride = bt_stride.max(blocks);
+    }
+    let s_count = batch.seqs.len();
+    let (t_pad, s_pad, samp_pad, dec_pad) = match bucket {
+        Some(b) => {
+            if n_dec != s_count || n_samp != s_count || b < s_count {
+                return bad(format!(
+                    "graph bucket {b} needs a decode-only batch of at most {b} sequences"
+                ));
+            }
+            (b, b, b, b)
+        }
+        None => (t, s_count, n_samp, n_dec),
+    };
+    if t_pad > lim.max_tokens || s_pad > lim.max_seqs {
+        return bad(format!(
+            "{t_pad} tokens / {s_pad} sequences exceed the runner's {} / {}",
+            lim.max_tokens, lim.max_seqs
+        ));
+    }
+    let lay = StepLayout::new(t_pad, s_pad, samp_pad, dec_pad, n_tiles, bt_stride);
+    if lay.total > buf.len() {
+        return bad(format!(
+            "step metadata needs {} ints, buffer holds {}",
+            lay.total,
+            buf.len()
+        ));
+    }
+    buf[0] = bt_stride as i32;
+    let (mut row, mut samp, mut dec) = (0usize, 0usize, 0usize);
+    // (keys the tile attends to, sequence, first token): the longest tiles are launched first
+    // so they do not start last and leave the GPU idle behind them.
+    let mut tiles: Vec<(usize, usize, usize)> = Vec::with_capacity(n_tiles);
+    for (i, s) in batch.seqs.iter().enumerate() {
+        let n = s.token_ids.len();
+        buf[lay.q_start + i] = row as i32;
+        buf[lay.ctx_len + i] = (s.start_pos + n) as i32;
+        for (j, &tok) in s.token_ids.iter().enumerate() {
+            let p = s.start_pos + j;
+            buf[lay.tokens + row + j] = tok as i32;
+            buf[lay.positions + row + j] = p as i32;
+            buf[lay.slots + row + j] = (s.block_table[p / bs] as usize * bs + p % bs) as i32;
+        }
+        if s.samples {
+            buf[lay.sample_rows + samp] = (row + n - 1) as i32;
+            samp += 1;
+        }
+        if n == 1 {
+            buf[lay.dec_seqs + dec] = i as i32;
+            dec += 1;
+        } else {
+            for first in (0..n).step_by(lim.tokens_per_tile) {
+                tiles.push((s.start_pos + (first + lim.tokens_per_tile).min(n), i, first));
+            }
+        }
+        let bt = &mut buf[lay.block_tables + i * bt_stride..lay.block_tables + (i + 1) * bt_stride];
+        let blocks = (s.start_pos + n).div_ceil(bs);
+        for (k, slot) in bt.iter_mut().enumerate() {
+            *slot = if k < blocks {
+                s.block_table[k] as i32
+            } else {
+                0
+            };
+        }
+        row += n;
+    }
+    tiles.sort_by(|a, b| b.0.cmp(&a.0));
+    for (k, &(_, seq, first)) in tiles.iter().enumerate() {
+        buf[lay.tiles + 2 * k] = seq as i32;
+        buf[lay.tiles + 2 * k + 1] = first as i32;
+    }
+    for i in s_count..s_pad {
+        // Padding rows of a graph bucket: one harmless token each, nothing cached.
+        buf[lay.tokens + i] = 0;
+        buf[lay.positions + i] = 0;
+        buf[lay.slots + i] = -1;
+        buf[lay.q_start + i] = i as i32;
+        buf[lay.ctx_len + i] = 0;
+        buf[lay.sample_rows + i] = i as i32;
+        buf[lay.dec_seqs + i] = i as i32;
+        buf[lay.block_tables + i * bt_stride..lay.block_tables + (i + 1) * bt_stride].fill(0);
+    }
+    buf[lay.q_start + s_pad] = t_pad as i32;
+    Ok(lay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::RequestId;
+    use crate::runner::ScheduledSeq;
+
+    fn limits() -> BatchLimits {
+        BatchLimits {
+            block_size: 4,
+            num_blocks: 16,
+            vocab_size: 100,
+            max_tokens: 64,
+            max_seqs: 8,
+            max_len: 32,
+            tokens_per_tile: 2,
+        }
+    }
+
+    fn seq<'a>(tokens: &'a [u32], start: usize, bt: &'a [u32], samples: bool) -> ScheduledSeq<'a> {
+        ScheduledSeq {
+            request_id: RequestId(0),
+            token_ids: tokens,
+            start_pos: start,
+            block_table: bt,
+            samples,
+        }
+    }
+
+    #[test]
+    fn mixed_batch_is_packed_section_by_section() {
+        let (pre, dec) = ([5u32, 6, 7], [9u32]);
+        let (bt_pre, bt_dec) = ([3u32, 4], [7u32, 8]);
+        let batch = ScheduledBatch {
+            seqs: vec![seq(&pre, 2, &bt_pre, false), seq(&dec, 5, &bt_dec, true)],
+            block_size: 4,
+        };
+        let mut buf = vec![-7; 256];
+        let lay = pack_step(&batch, &limits(), None, &mut buf).unwrap();
+        assert_eq!(
+            (
+                lay.num_tokens,
+                lay.num_seqs,
+                lay.num_sampled,
+                lay.num_decodes,
+                lay.num_tiles
+            ),
+            (4, 2, 1, 1, 2)
+        );
+        assert_eq!(buf[0], 2);
+        assert_eq!(&buf[lay.tokens..lay.tokens + 4], &[5, 6, 7, 9]);
+        assert_eq!(&buf[lay.positions..lay.positions + 4], &[2, 3, 4, 5]);
+        // position 2 -> block 3 offset 2; 4 -> block 4 offset 0; 5 -> block 8 offset 1
+        assert_eq!(&buf[lay.slots..lay.slots + 4], &[14, 15, 16, 33]);
+        assert_eq!(&buf[lay.q_start..lay.q_start + 3], &[0, 3, 4]);
+        assert_eq!(&buf[lay.ctx_len..lay.ctx_len + 2], &[5, 6]);
+        assert_eq!(buf[lay.sample_rows], 3);
+        assert_eq!(buf[lay.dec_seqs], 1);
+        // Longest tile first: tokens 2.. of sequence 0 attend to 5 keys, tokens 0..2 to 4.
+        assert_eq!(&buf[lay.tiles..lay.tiles + 4], &[0, 2, 0, 0]);
+        assert_eq!(&buf[lay.block_tables..lay.block_tables + 4], &[3, 4, 7, 8]);
+    }
+
+    #[test]
+    fn decode_bucket_pads_with_uncached_rows() {
+        let toks = [1u32];
+        let bt = [2u32, 3];
+        let batch = ScheduledBatch {
+            seqs: vec![seq(&toks, 4, &bt, true)],
+            block_size: 4,
+        };
+        let mut buf = vec![-7; 256];
+        let lay = pack_step(&batch, &limits(), Some(4), &mut buf).unwrap();
+        assert_eq!(lay, StepLayout::new(4, 4, 4, 4, 0, 2));
+        assert_eq!(&buf[lay.slots..lay.slots + 4], &[12, -1, -1, -1]);
+        assert_eq!(&buf[lay.ctx_len..lay.ctx_len + 4], &[5, 0, 0, 0]);
+        assert_eq!(&buf[lay.q_start..lay.q_start + 5], &[0, 1, 2, 3, 4]);
+        assert_eq!(&buf[lay.dec_seqs..lay.dec_seqs + 4], &[0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn bad_batches_are_rejected() {
+        let mut buf = vec![0; 256];
+        let toks = [1u32, 2];
+        let short_bt = [1u32];
+        let b = ScheduledBatch {
+            seqs: vec![seq(&toks, 3, &short_bt, true)],
+            block_size: 4,
+        };
+        assert!(matches!(
+            pack_step(&b, &limits(), None, &mut buf),
+            Err(RunnerError::BadBatch(_))
+        ));
+        let big_tok = [100u32];
+        let bt = [1u32];
+        let b = ScheduledBatch {
+            seqs: vec![seq(&big_tok, 0, &bt, true)],
+            block_size: 4,
+        };
+        assert!(matches!(
+            pack_step(&b, &limits(), None, &mut buf),
+            Err(RunnerError::BadBatch(_))
+        ));
+        let bad_block = [16u32];
+        let b = ScheduledBatch {
+            seqs: vec![seq(&toks, 0, &bad_block, true)],
+            block_size: 4,
+        };
+        assert!(matches!(
+            pack_step(&b, &limits(), None, &mut buf),
+            Err(RunnerError::BadBatch(_))
+        ));
+        let b = ScheduledBatch {
+            seqs: vec![seq(&toks, 0, &bt, true)],
+            block_size: 8,
+        };
+        assert!(matches!(
+            pack_step(&b, &limits(), None, &mut buf),
+            Err(RunnerError::BadBatch(_))
+        ));
+        // A prefill cannot go through a decode graph.
+        let bt2 = [1u32, 2];
+        let b = ScheduledBatch {
+            seqs: vec![seq(&toks, 0, &bt2, true)],
+            block_size: 4,
+        };
+        assert!(matches!(
+            pack_step(&b, &limits(), Some(2), &mut buf),
+            Err(RunnerError::BadBatch(_))
+        ));
+    }
+}

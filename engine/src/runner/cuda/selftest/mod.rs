@@ -1,0 +1,504 @@
+//! Kernel self-test: each kernel (and the cuBLAS GEMM wrapper) on small
+//! random inputs against a host computation in f64/f32, reported per kernel.
+//! Used by `cuda-check --quick` to localise a failure before the end-to-end
+//! comparisons.
+
+use super::device::{self, launch, Arg, DeviceBuffer, KernelShape, Kernels};
+use super::gemm::{Gemm, OutType};
+use crate::runner::RunnerError;
+use cudarc::driver::{CudaContext, CudaStream};
+use half::bf16;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+
+mod attention;
+use attention::check_attention;
+
+/// One kernel's result: worst absolute error, relative L2 error, verdict.
+#[derive(Debug, Clone)]
+pub struct KernelCheck {
+    pub name: String,
+    pub max_abs_err: f64,
+    pub rel_l2_err: f64,
+    pub pass: bool,
+    pub note: String,
+}
+
+struct Ctx {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    k: Kernels,
+    shape: KernelShape,
+    rng: StdRng,
+}
+
+fn compare(name: &str, got: &[f32], want: &[f64], tol: f64, note: String) -> KernelCheck {
+    let mut max_abs: f64 = 0.0;
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    let mut finite = got.len() == want.len();
+    for (g, w) in got.iter().zip(want) {
+        if !g.is_finite() {
+            finite = false;
+        }
+        let d = (*g as f64 - w).abs();
+        max_abs = max_abs.max(d);
+        num += d * d;
+        den += w * w;
+    }
+    let rel = (num / den.max(1e-30)).sqrt();
+    KernelCheck {
+        name: name.into(),
+        max_abs_err: max_abs,
+        rel_l2_err: rel,
+        pass: finite && rel < tol,
+        note,
+    }
+}
+
+impl Ctx {
+    fn randn(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| (self.rng.random::<f32>() * 2.0 - 1.0) * scale)
+            .collect()
+    }
+    fn up_bf16(&self, v: &[f32]) -> Result<DeviceBuffer, RunnerError> {
+        let b: Vec<bf16> = v.iter().map(|&x| bf16::from_f32(x)).collect();
+        DeviceBuffer::from_host(&self.ctx, &b)
+    }
+    fn up<T: Copy>(&self, v: &[T]) -> Result<DeviceBuffer, RunnerError> {
+        DeviceBuffer::from_host(&self.ctx, v)
+    }
+    fn down_bf16(&self, b: &DeviceBuffer, n: usize) -> Result<Vec<f32>, RunnerError> {
+        let mut h = vec![bf16::ZERO; n];
+        device::copy_dtoh_async(&mut h, b.ptr, &self.stream)?;
+        device::sync(&self.stream)?;
+        Ok(h.iter().map(|x| x.to_f32()).collect())
+    }
+    fn down<T: Copy + Default>(&self, b: &DeviceBuffer, n: usize) -> Result<Vec<T>, RunnerError> {
+        let mut h = vec![T::default(); n];
+        device::copy_dtoh_async(&mut h, b.ptr, &self.stream)?;
+        device::sync(&self.stream)?;
+        Ok(h)
+    }
+}
+
+fn rounded(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect()
+}
+
+/// Runs every check for the given attention shape; an error inside one check
+/// becomes a failed entry and the rest still run.
+pub fn kernel_self_test(
+    head_dim: usize,
+    num_q_heads: usize,
+    num_kv_heads: usize,
+    seed: u64,
+) -> Vec<KernelCheck> {
+    let mut out = Vec::new();
+    let tag = format!("d{head_dim}/h{num_q_heads}/kv{num_kv_heads}");
+    let setup = (|| -> Result<Ctx, RunnerError> {
+        let (ctx, stream) = device::open_device(0)?;
+        let shape = KernelShape {
+            head_dim,
+            num_q_heads,
+            num_kv_heads,
+        };
+        let k = Kernels::compile(&ctx, shape)?;
+        Ok(Ctx {
+            ctx,
+            stream,
+            k,
+            shape,
+            rng: StdRng::seed_from_u64(seed),
+        })
+    })();
+    let mut c = match setup {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(KernelCheck {
+                name: format!("compile {tag}"),
+                max_abs_err: f64::NAN,
+                rel_l2_err: f64::NAN,
+                pass: false,
+                note: e.to_string(),
+            });
+            return out;
+        }
+    };
+    type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
+    let checks: [(&str, Check); 10] = [
+        ("gemm", check_gemm),
+        ("skinny_gemm", check_skinny),
+        ("add_rmsnorm", check_rmsnorm),
+        ("silu_mul", check_silu),
+        ("argmax_rows", check_argmax),
+        ("qk_norm_rope_cache", check_rope),
+        ("attn_prefill+decode(nsplit=1)", |c| check_attention(c, 1, false)),
+        ("attn_prefill+decode(nsplit=7)", |c| check_attention(c, 7, false)),
+        ("attn_prefill+decode_g16(nsplit=3)", |c| check_attention(c, 3, true)),
+        ("embed_gather", check_embed),
+    ];
+    for (name, f) in checks {
+        let r = f(&mut c).unwrap_or_else(|e| KernelCheck {
+            name: name.into(),
+            max_abs_err: f64::NAN,
+            rel_l2_err: f64::NAN,
+            pass: false,
+            note: format!("error: {e}"),
+        });
+        out.push(KernelCheck {
+            name: format!("{} [{tag}]", r.name),
+            ..r
+        });
+    }
+    out
+}
+
+fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (m, n, k) = (5, 96, 64);
+    let x = rounded(&c.randn(m * k, 1.0));
+    let w = rounded(&c.randn(n * k, 1.0));
+    let (xd, wd) = (c.up_bf16(&x)?, c.up_bf16(&w)?);
+    let yd = DeviceBuffer::alloc(&c.ctx, m * n * 4).map_err(|e| device::dev_err("alloc", e))?;
+    let g = Gemm::new(&c.ctx, &c.stream)?;
+    g.linear(xd.ptr, wd.ptr, yd.ptr, m, n, k, OutType::F32)?;
+    let got: Vec<f32> = c.down(&yd, m * n)?;
+    let mut want = vec![0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            want[i * n + j] = (0..k)
+                .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                .sum();
+        }
+    }
+    Ok(compare(
+        "gemm",
+        &got,
+        &want,
+        1e-4,
+        format!("{m}x{n}x{k} f32 out"),
+    ))
+}
+
+fn check_skinny(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (n, k) = (48usize, 512usize);
+    let w = rounded(&c.randn(n * k, 1.0));
+    let wd = c.up_bf16(&w)?;
+    let (mut got_all, mut want_all) = (Vec::new(), Vec::new());
+    for (m, f32_out) in [(1usize, false), (13, true), (40, false), (64, true)] {
+        let x = rounded(&c.randn(m * k, 1.0));
+        let xd = c.up_bf16(&x)?;
+        let yd = DeviceBuffer::alloc(&c.ctx, m * n * 4).map_err(|e| device::dev_err("alloc", e))?;
+        let f = &c.k.skinny_gemm[m.div_ceil(16) - 1];
+        launch(
+            &c.stream,
+            f,
+            "skinny_gemm",
+            ((n / 8) as u32, 1, 1),
+            256,
+            0,
+            &[
+                Arg::Ptr(xd.ptr),
+                Arg::Ptr(wd.ptr),
+                Arg::Ptr(yd.ptr),
+                Arg::I32(m as i32),
+                Arg::I32(n as i32),
+                Arg::I32(k as i32),
+                Arg::I32(f32_out as i32),
+            ],
+        )?;
+        if f32_out {
+            got_all.extend(c.down::<f32>(&yd, m * n)?);
+        } else {
+            got_all.extend(c.down_bf16(&yd, m * n)?);
+        }
+        for i in 0..m {
+            for j in 0..n {
+                want_all.push(
+                    (0..k)
+                        .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                        .sum::<f64>(),
+                );
+            }
+        }
+    }
+    Ok(compare(
+        "skinny_gemm",
+        &got_all,
+        &want_all,
+        1e-2,
+        "m in {1,13,40,64}, n 48, k 512".into(),
+    ))
+}
+
+fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (rows, h) = (3usize, 200usize);
+    let resid = c.randn(rows * h, 2.0);
+    let delta = rounded(&c.randn(rows * h, 1.0));
+    let w = rounded(&c.randn(h, 1.0));
+    let rd = c.up(&resid)?;
+    let (dd, wd) = (c.up_bf16(&delta)?, c.up_bf16(&w)?);
+    let sel = [2i32, 0];
+    let seld = c.up(&sel)?;
+    let od = DeviceBuffer::alloc(&c.ctx, rows * h * 2).map_err(|e| device::dev_err("alloc", e))?;
+    launch(
+        &c.stream,
+        &c.k.add_rmsnorm,
+        "add_rmsnorm",
+        (2, 1, 1),
+        256,
+        (h * 4) as u32,
+        &[
+            Arg::Ptr(rd.ptr),
+            Arg::Ptr(dd.ptr),
+            Arg::Ptr(wd.ptr),
+            Arg::Ptr(od.ptr),
+            Arg::Ptr(seld.ptr),
+            Arg::I32(h as i32),
+            Arg::F32(1e-6),
+            Arg::I32(1),
+        ],
+    )?;
+    let got = c.down_bf16(&od, 2 * h)?;
+    let new_resid: Vec<f32> = c.down(&rd, rows * h)?;
+    let mut want = Vec::new();
+    for &r in &sel {
+        let r = r as usize;
+        let v: Vec<f64> = (0..h)
+            .map(|i| resid[r * h + i] as f64 + delta[r * h + i] as f64)
+            .collect();
+        let inv = 1.0 / ((v.iter().map(|x| x * x).sum::<f64>() / h as f64) + 1e-6).sqrt();
+        want.extend(v.iter().zip(&w).map(|(x, wi)| x * inv * *wi as f64));
+    }
+    let mut chk = compare(
+        "add_rmsnorm",
+        &got,
+        &want,
+        1e-2,
+        "rows [2,0] of 3, hidden 200".into(),
+    );
+    let resid_ok = (resid[h] - new_resid[h]).abs() == 0.0
+        && (new_resid[0] - (resid[0] + delta[0])).abs() < 1e-5;
+    if !resid_ok {
+        chk.pass = false;
+        chk.note += "; residual write-back wrong";
+    }
+    Ok(chk)
+}
+
+fn check_silu(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (t, inter) = (3usize, 104usize);
+    let gu = rounded(&c.randn(t * 2 * inter, 4.0));
+    let gd = c.up_bf16(&gu)?;
+    let ad = DeviceBuffer::alloc(&c.ctx, t * inter * 2).map_err(|e| device::dev_err("alloc", e))?;
+    let total = (t * inter / 8) as i64;
+    launch(
+        &c.stream,
+        &c.k.silu_mul,
+        "silu_mul",
+        (2, 1, 1),
+        256,
+        0,
+        &[
+            Arg::Ptr(gd.ptr),
+            Arg::Ptr(ad.ptr),
+            Arg::I32(inter as i32),
+            Arg::I64(total),
+        ],
+    )?;
+    let got = c.down_bf16(&ad, t * inter)?;
+    let want: Vec<f64> = (0..t * inter)
+        .map(|i| {
+            let (r, j) = (i / inter, i % inter);
+            let g = gu[r * 2 * inter + j] as f64;
+            g / (1.0 + (-g).exp()) * gu[r * 2 * inter + inter + j] as f64
+        })
+        .collect();
+    Ok(compare("silu_mul", &got, &want, 1e-2, String::new()))
+}
+
+fn check_argmax(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (rows, v) = (4usize, 5000usize);
+    let mut l = c.randn(rows * v, 1.0);
+    l[v + 4321] = 7.0;
+    l[2 * v + 17] = 7.0;
+    l[2 * v + 4000] = 7.0; // tie: the lower index wins
+    let ld = c.up(&l)?;
+    let od = DeviceBuffer::alloc(&c.ctx, rows * 4).map_err(|e| device::dev_err("alloc", e))?;
+    launch(
+        &c.stream,
+        &c.k.argmax_rows,
+        "argmax_rows",
+        (rows as u32, 1, 1),
+        1024,
+        0,
+        &[Arg::Ptr(ld.ptr), Arg::Ptr(od.ptr), Arg::I32(v as i32)],
+    )?;
+    let got: Vec<i32> = c.down(&od, rows)?;
+    let want: Vec<i32> = (0..rows)
+        .map(|r| {
+            let row = &l[r * v..(r + 1) * v];
+            let mut best = 0;
+            for (i, &x) in row.iter().enumerate() {
+                if x > row[best] {
+                    best = i;
+                }
+            }
+            best as i32
+        })
+        .collect();
+    let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    Ok(KernelCheck {
+        name: "argmax_rows".into(),
+        max_abs_err: wrong as f64,
+        rel_l2_err: 0.0,
+        pass: wrong == 0,
+        note: format!("got {got:?} want {want:?}"),
+    })
+}
+
+fn check_embed(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (vocab, h) = (50usize, 70usize);
+    let e = rounded(&c.randn(vocab * h, 1.0));
+    let ed = c.up_bf16(&e)?;
+    let toks = [3i32, 49, 0];
+    let td = c.up(&toks)?;
+    let rd = DeviceBuffer::alloc(&c.ctx, 3 * h * 4).map_err(|e| device::dev_err("alloc", e))?;
+    launch(
+        &c.stream,
+        &c.k.embed_gather,
+        "embed_gather",
+        (3, 1, 1),
+        256,
+        0,
+        &[
+            Arg::Ptr(ed.ptr),
+            Arg::Ptr(td.ptr),
+            Arg::Ptr(rd.ptr),
+            Arg::I32(h as i32),
+        ],
+    )?;
+    let got: Vec<f32> = c.down(&rd, 3 * h)?;
+    let want: Vec<f64> = toks
+        .iter()
+        .flat_map(|&t| {
+            e[t as usize * h..(t as usize + 1) * h]
+                .iter()
+                .map(|&x| x as f64)
+        })
+        .collect();
+    Ok(compare("embed_gather", &got, &want, 1e-7, String::new()))
+}
+
+fn check_rope(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let KernelShape {
+        head_dim: d,
+        num_q_heads: nq,
+        num_kv_heads: nkv,
+    } = c.shape;
+    let qkv_dim = (nq + 2 * nkv) * d;
+    let t = 3usize;
+    let max_pos = 64usize;
+    let qkv = rounded(&c.randn(t * qkv_dim, 1.0));
+    let qn = rounded(&c.randn(d, 1.0));
+    let kn = rounded(&c.randn(d, 1.0));
+    let (cos, sin) = super::weights::rope_table(d, 10_000.0, max_pos);
+    let pos = [5i32, 0, 63];
+    let slots = [2i32, -1, 0];
+    let nslots = 4usize;
+    let qd = c.up_bf16(&qkv)?;
+    let (qnd, knd, cd, sd, pd, sld) = (
+        c.up_bf16(&qn)?,
+        c.up_bf16(&kn)?,
+        c.up(&cos)?,
+        c.up(&sin)?,
+        c.up(&pos)?,
+        c.up(&slots)?,
+    );
+    let zeros = vec![0f32; nslots * nkv * d];
+    let (kc, vc) = (c.up_bf16(&zeros)?, c.up_bf16(&zeros)?);
+    let items = t * (nq + nkv);
+    launch(
+        &c.stream,
+        &c.k.qk_norm_rope_cache,
+        "qk_norm_rope_cache",
+        (items.div_ceil(4) as u32, 1, 1),
+        128,
+        0,
+        &[
+            Arg::Ptr(qd.ptr),
+            Arg::Ptr(qnd.ptr),
+            Arg::Ptr(knd.ptr),
+            Arg::Ptr(cd.ptr),
+            Arg::Ptr(sd.ptr),
+            Arg::Ptr(pd.ptr),
+            Arg::Ptr(sld.ptr),
+            Arg::Ptr(kc.ptr),
+            Arg::Ptr(vc.ptr),
+            Arg::I32(t as i32),
+            Arg::I32(max_pos as i32),
+            Arg::F32(1e-6),
+        ],
+    )?;
+    let q_after = c.down_bf16(&qd, t * qkv_dim)?;
+    let k_cache = c.down_bf16(&kc, nslots * nkv * d)?;
+    let v_cache = c.down_bf16(&vc, nslots * nkv * d)?;
+    let half = d / 2;
+    let rot = |x: &[f32], w: &[f32], p: usize| -> Vec<f64> {
+        let inv =
+            1.0 / ((x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / d as f64) + 1e-6).sqrt();
+        let n: Vec<f64> = x
+            .iter()
+            .zip(w)
+            .map(|(a, b)| *a as f64 * *b as f64 * inv)
+            .collect();
+        let mut o = vec![0f64; d];
+        for j in 0..half {
+            let (cs, sn) = (cos[p * half + j] as f64, sin[p * half + j] as f64);
+            o[j] = n[j] * cs - n[j + half] * sn;
+            o[j + half] = n[j + half] * cs + n[j] * sn;
+        }
+        o
+    };
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    for ti in 0..t {
+        let p = pos[ti] as usize;
+        for h in 0..nq {
+            want.extend(rot(
+                &qkv[ti * qkv_dim + h * d..ti * qkv_dim + (h + 1) * d],
+                &qn,
+                p,
+            ));
+            got.extend_from_slice(&q_after[ti * qkv_dim + h * d..ti * qkv_dim + (h + 1) * d]);
+        }
+        if slots[ti] >= 0 {
+            let s = slots[ti] as usize;
+            for h in 0..nkv {
+                let koff = ti * qkv_dim + (nq + h) * d;
+                want.extend(rot(&qkv[koff..koff + d], &kn, p));
+                got.extend_from_slice(&k_cache[(s * nkv + h) * d..(s * nkv + h + 1) * d]);
+                let voff = ti * qkv_dim + (nq + nkv + h) * d;
+                want.extend(qkv[voff..voff + d].iter().map(|&v| v as f64));
+                got.extend_from_slice(&v_cache[(s * nkv + h) * d..(s * nkv + h + 1) * d]);
+            }
+        }
+    }
+    // Slot 1 and 3 must stay untouched (slot -1 is padding).
+    let untouched = k_cache[nkv * d..2 * nkv * d]
+        .iter()
+        .chain(&k_cache[3 * nkv * d..])
+        .all(|&v| v == 0.0);
+    let mut chk = compare(
+        "qk_norm_rope_cache",
+        &got,
+        &want,
+        1.5e-2,
+        format!("positions {pos:?}, slots {slots:?}"),
+    );
+    if !untouched {
+        chk.pass = false;
+        chk.note += "; wrote to a slot it should not have";
+    }
+    Ok(chk)
+}
