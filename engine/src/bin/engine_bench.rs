@@ -131,7 +131,13 @@ fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn st
 }
 
 /// Decode step time for each decode-attention kernel and split target.
-fn tune(r: &mut CudaRunner, vocab: usize, budget: usize, out: &std::path::Path, date: &str) -> Result<(), Box<dyn std::error::Error>> {
+fn tune(
+    r: &mut CudaRunner,
+    vocab: usize,
+    budget: usize,
+    out: &std::path::Path,
+    date: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
     for b in [1usize, 16, 64, 256] {
         for g16 in [false, true] {
@@ -140,7 +146,10 @@ fn tune(r: &mut CudaRunner, vocab: usize, budget: usize, out: &std::path::Path, 
                 let kernel = if g16 { "g16" } else { "g8_prefetch" };
                 match decode(r, b, vocab, budget) {
                     Ok(s) => {
-                        println!("tune decode{b:<4} {kernel:<12} target {target:>5}: {:.3} ms", s * 1e3);
+                        println!(
+                            "tune decode{b:<4} {kernel:<12} target {target:>5}: {:.3} ms",
+                            s * 1e3
+                        );
                         let _ = writeln!(csv, "{b},{kernel},{target},{:.4},{date}", s * 1e3);
                     }
                     Err(e) => println!("tune decode{b} {kernel} {target}: ERROR {e}"),

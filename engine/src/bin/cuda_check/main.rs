@@ -8,7 +8,7 @@
 //!    differences and greedy agreement at every step; a free run gives the
 //!    number of tokens equal to the CPU's before the first divergence.
 //!    Writes `cuda_vs_cpu.csv`.
-//! 3. `--hf DIR`: the checkpoint and `reference.json` written by
+//! 3. `--hf DIR[,DIR...]`: the checkpoint and `reference.json` written by
 //!    `scripts/hf_reference.py`, loaded with the engine's loader; same
 //!    measures against transformers' tokens and logits. Writes `vs_hf.csv`.
 //!
@@ -232,7 +232,15 @@ struct HfReference {
     logits: Vec<Vec<Vec<f32>>>,
 }
 
-fn vs_hf(dir: &PathBuf, csv: &mut String, date: &str) -> Result<bool, Box<dyn std::error::Error>> {
+fn vs_hf(
+    dir: &std::path::Path,
+    csv: &mut String,
+    date: &str,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    let label = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let cfg = Qwen3Config::from_json_file(dir)?;
     let w = Qwen3Weights::load(dir, &cfg)?;
     let r: HfReference =
@@ -260,12 +268,12 @@ fn vs_hf(dir: &PathBuf, csv: &mut String, date: &str) -> Result<bool, Box<dyn st
         let ok = m == steps && c.rel_l2 < 0.05;
         all_ok &= ok;
         println!(
-            "{} [hf {}] prompt {i}: free-run match {m}/{steps} | forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e})",
+            "{} [hf {label} {}] prompt {i}: free-run match {m}/{steps} | forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e})",
             if ok { "PASS" } else { "FAIL" }, r.dtype, c.agree, c.steps, c.max_abs_diff, c.max_abs_logit, c.rel_l2
         );
         let _ = writeln!(
             csv,
-            "{date},{},{i},{},{steps},{m},{},{:.6},{:.4},{:.3e},{}",
+            "{date},{label},{},{i},{},{steps},{m},{},{:.6},{:.4},{:.3e},{}",
             r.dtype,
             r.prompts[i].len(),
             c.agree,
@@ -314,13 +322,15 @@ fn main() {
     }
     if let Some(dir) = value("--hf") {
         let mut csv = String::from(
-            "date,dtype,prompt,prompt_len,steps,free_run_match,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,verdict\n",
+            "date,reference,dtype,prompt,prompt_len,steps,free_run_match,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,verdict\n",
         );
-        match vs_hf(&PathBuf::from(&dir), &mut csv, &date) {
-            Ok(p) => ok &= p,
-            Err(e) => {
-                println!("FAIL vs hf ({dir}): {e}");
-                ok = false;
+        for dir in dir.split(',') {
+            match vs_hf(std::path::Path::new(dir), &mut csv, &date) {
+                Ok(p) => ok &= p,
+                Err(e) => {
+                    println!("FAIL vs hf ({dir}): {e}");
+                    ok = false;
+                }
             }
         }
         if let Err(e) = std::fs::write(out.join("vs_hf.csv"), csv) {

@@ -206,14 +206,14 @@ fn cuda_include_dir() -> String {
 
 impl Kernels {
     pub fn compile(ctx: &Arc<CudaContext>, shape: KernelShape) -> Result<Self, RunnerError> {
-        if shape.head_dim % 32 != 0 || shape.head_dim > 256 {
+        if !shape.head_dim.is_multiple_of(32) || shape.head_dim > 256 {
             return Err(RunnerError::Model(format!(
                 "head_dim {} is not a multiple of 32 up to 256",
                 shape.head_dim
             )));
         }
         if shape.num_kv_heads == 0
-            || shape.num_q_heads % shape.num_kv_heads != 0
+            || !shape.num_q_heads.is_multiple_of(shape.num_kv_heads)
             || 64 % (shape.num_q_heads / shape.num_kv_heads) != 0
         {
             return Err(RunnerError::Model(format!(

@@ -50,7 +50,7 @@ impl CudaRunner {
         if self.profile_skip & group != 0 || m == 0 {
             return Ok(());
         }
-        if self.use_skinny && m <= SKINNY_MAX_ROWS && k % 256 == 0 && n % 8 == 0 {
+        if self.use_skinny && m <= SKINNY_MAX_ROWS && k.is_multiple_of(256) && n.is_multiple_of(8) {
             let f = &self.kernels.skinny_gemm[m.div_ceil(16) - 1];
             return launch(
                 &self.stream,
@@ -193,7 +193,11 @@ impl CudaRunner {
                 let grid = (units.div_ceil(4) as u32, 1, 1);
                 self.launch_in(
                     SKIP_ATTENTION,
-                    if self.decode_g16 { &k.attn_decode_g16 } else { &k.attn_decode },
+                    if self.decode_g16 {
+                        &k.attn_decode_g16
+                    } else {
+                        &k.attn_decode
+                    },
                     "attn_decode",
                     grid,
                     128,

@@ -232,7 +232,7 @@ pub(crate) fn pack_step(
         }
         row += n;
     }
-    tiles.sort_by(|a, b| b.0.cmp(&a.0));
+    tiles.sort_by_key(|t| std::cmp::Reverse(t.0));
     for (k, &(_, seq, first)) in tiles.iter().enumerate() {
         buf[lay.tiles + 2 * k] = seq as i32;
         buf[lay.tiles + 2 * k + 1] = first as i32;

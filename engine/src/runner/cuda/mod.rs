@@ -181,7 +181,10 @@ impl CudaRunner {
                 "invalid runner settings {rc:?}"
             )));
         }
-        if cfg.hidden_size % 4 != 0 || cfg.hidden_size > 4096 || cfg.intermediate_size % 8 != 0 {
+        if !cfg.hidden_size.is_multiple_of(4)
+            || cfg.hidden_size > 4096
+            || !cfg.intermediate_size.is_multiple_of(8)
+        {
             return Err(RunnerError::Model(format!(
                 "the CUDA kernels need hidden_size % 4 == 0 and <= 4096 (got {}), intermediate_size % 8 == 0 (got {})",
                 cfg.hidden_size, cfg.intermediate_size

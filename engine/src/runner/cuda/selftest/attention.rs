@@ -10,7 +10,11 @@ use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
 /// `g16` selects the 16-key decode kernel.
-pub(super) fn check_attention(c: &mut Ctx, nsplit: usize, g16: bool) -> Result<KernelCheck, RunnerError> {
+pub(super) fn check_attention(
+    c: &mut Ctx,
+    nsplit: usize,
+    g16: bool,
+) -> Result<KernelCheck, RunnerError> {
     let KernelShape {
         head_dim: d,
         num_q_heads: nq,
@@ -97,7 +101,11 @@ pub(super) fn check_attention(c: &mut Ctx, nsplit: usize, g16: bool) -> Result<K
     )?;
     launch(
         &c.stream,
-        if g16 { &c.k.attn_decode_g16 } else { &c.k.attn_decode },
+        if g16 {
+            &c.k.attn_decode_g16
+        } else {
+            &c.k.attn_decode
+        },
         "attn_decode",
         ((lay.num_decodes * nkv * nsplit).div_ceil(4) as u32, 1, 1),
         128,
@@ -180,7 +188,7 @@ pub(super) fn check_attention(c: &mut Ctx, nsplit: usize, g16: bool) -> Result<K
         let e = (0..nq * d)
             .map(|x| (got[r * nq * d + x] as f64 - want[r * nq * d + x]).abs())
             .fold(0.0, f64::max);
-        if !(e <= worst.0) {
+        if e.is_nan() || e > worst.0 {
             worst = (e, r);
         }
     }

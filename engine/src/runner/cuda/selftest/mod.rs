@@ -134,9 +134,15 @@ pub fn kernel_self_test(
         ("silu_mul", check_silu),
         ("argmax_rows", check_argmax),
         ("qk_norm_rope_cache", check_rope),
-        ("attn_prefill+decode(nsplit=1)", |c| check_attention(c, 1, false)),
-        ("attn_prefill+decode(nsplit=7)", |c| check_attention(c, 7, false)),
-        ("attn_prefill+decode_g16(nsplit=3)", |c| check_attention(c, 3, true)),
+        ("attn_prefill+decode(nsplit=1)", |c| {
+            check_attention(c, 1, false)
+        }),
+        ("attn_prefill+decode(nsplit=7)", |c| {
+            check_attention(c, 7, false)
+        }),
+        ("attn_prefill+decode_g16(nsplit=3)", |c| {
+            check_attention(c, 3, true)
+        }),
         ("embed_gather", check_embed),
     ];
     for (name, f) in checks {
