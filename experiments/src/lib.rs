@@ -9,9 +9,11 @@
 //! RON files into validated settings; [`cli`] is the `exp` front end.
 
 pub mod backend;
+pub mod calibrate;
 pub mod catalogue;
 pub mod charts;
 pub mod cli;
+pub mod cli_args;
 pub mod compare;
 pub mod config_file;
 pub mod driver;
@@ -20,5 +22,6 @@ pub mod script;
 pub mod settings;
 pub mod stats;
 pub mod table;
+pub mod validate;
 
 pub use cli::run_cli;

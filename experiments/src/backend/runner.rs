@@ -1,0 +1,240 @@
+//! The real model runners behind one type, built for the largest engine
+//! settings they must serve.
+//!
+//! Contract: [`build`] makes a CPU or CUDA runner for [`RunnerLimits`] and
+//! warms it up (CUDA: one full-size prefill and a decode-only batch of every
+//! size up to `max_num_seqs`, so every CUDA graph is captured before anything
+//! is measured). A runner serves any engine whose settings its limits
+//! [cover](RunnerLimits::covers); engines borrow it through [`Lent`], so its
+//! weights and KV cache outlive each condition's `EngineCore` (stale KV
+//! contents are never read: a fresh engine's prefix cache is empty).
+
+use super::BackendError;
+use calibration::measure::time_shape;
+use engine::model::{Qwen3Config, Qwen3Weights};
+use engine::runner::cpu::CpuRunner;
+use engine::SeqShape;
+use engine::{BatchShape, EngineConfig, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
+
+/// KV cache of the CPU runner (f32) when the engine does not fix its size.
+pub const CPU_KV_BUDGET_BYTES: usize = 256 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerKind {
+    Cpu,
+    Cuda,
+}
+
+impl Default for RunnerKind {
+    /// CUDA when this binary has it, else CPU.
+    fn default() -> Self {
+        if cfg!(feature = "cuda") {
+            Self::Cuda
+        } else {
+            Self::Cpu
+        }
+    }
+}
+
+impl RunnerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+        }
+    }
+}
+
+/// The engine settings a runner is sized for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerLimits {
+    pub block_size: usize,
+    pub max_num_seqs: usize,
+    /// Also covers chunking off (a whole `max_model_len` prompt in one step).
+    pub max_num_batched_tokens: usize,
+    pub max_model_len: usize,
+    pub num_gpu_blocks: Option<usize>,
+    pub gpu_memory_utilization: f64,
+}
+
+impl RunnerLimits {
+    pub fn for_engine(e: &EngineConfig) -> Self {
+        Self {
+            block_size: e.block_size,
+            max_num_seqs: e.max_num_seqs,
+            max_num_batched_tokens: e.max_num_batched_tokens.max(e.max_model_len),
+            max_model_len: e.max_model_len,
+            num_gpu_blocks: e.num_gpu_blocks,
+            gpu_memory_utilization: e.gpu_memory_utilization,
+        }
+    }
+
+    /// Whether a runner with these limits and `capacity` KV blocks can serve `e`.
+    pub fn covers(&self, e: &EngineConfig, capacity: usize) -> bool {
+        self.block_size == e.block_size
+            && e.max_num_seqs <= self.max_num_seqs
+            && e.max_num_batched_tokens <= self.max_num_batched_tokens
+            && e.max_model_len <= self.max_model_len
+            && match e.num_gpu_blocks {
+                Some(n) => n <= capacity,
+                None => {
+                    self.num_gpu_blocks.is_none()
+                        && e.gpu_memory_utilization == self.gpu_memory_utilization
+                }
+            }
+    }
+
+    /// Limits that serve both what these served and `e`.
+    pub fn grown(&self, e: &EngineConfig) -> Self {
+        let new = Self::for_engine(e);
+        Self {
+            block_size: new.block_size,
+            max_num_seqs: self.max_num_seqs.max(new.max_num_seqs),
+            max_num_batched_tokens: self.max_num_batched_tokens.max(new.max_num_batched_tokens),
+            max_model_len: self.max_model_len.max(new.max_model_len),
+            num_gpu_blocks: new.num_gpu_blocks,
+            gpu_memory_utilization: new.gpu_memory_utilization,
+        }
+    }
+
+    /// CPU KV blocks (null block included): as fixed, else room for
+    /// `max_num_seqs` full-length sequences within [`CPU_KV_BUDGET_BYTES`],
+    /// never less than one full-length sequence.
+    pub fn cpu_kv_blocks(&self, config: &Qwen3Config) -> usize {
+        if let Some(n) = self.num_gpu_blocks {
+            return n;
+        }
+        let per_seq = self.max_model_len.div_ceil(self.block_size.max(1));
+        let block_bytes = 2 * config.num_hidden_layers * config.kv_size() * self.block_size * 4;
+        let budget = CPU_KV_BUDGET_BYTES / block_bytes.max(1);
+        (self.max_num_seqs * per_seq).min(budget).max(per_seq) + 1
+    }
+}
+
+pub enum AnyRunner {
+    Cpu(Box<CpuRunner>),
+    #[cfg(feature = "cuda")]
+    Cuda(Box<engine::runner::cuda::CudaRunner>),
+}
+
+impl AnyRunner {
+    /// `cpu` or the GPU's name as the driver reports it.
+    pub fn device_name(&self) -> String {
+        match self {
+            Self::Cpu(_) => format!("cpu ({} threads)", rayon::current_num_threads()),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(r) => r.device_name().to_string(),
+        }
+    }
+}
+
+impl ModelRunner for AnyRunner {
+    fn num_kv_blocks(&self) -> usize {
+        match self {
+            Self::Cpu(r) => r.num_kv_blocks(),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(r) => r.num_kv_blocks(),
+        }
+    }
+
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        match self {
+            Self::Cpu(r) => r.execute(batch),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(r) => r.execute(batch),
+        }
+    }
+}
+
+/// A runner lent to one `EngineCore` for one condition.
+pub struct Lent<'a>(pub &'a mut AnyRunner);
+
+impl ModelRunner for Lent<'_> {
+    fn num_kv_blocks(&self) -> usize {
+        self.0.num_kv_blocks()
+    }
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        self.0.execute(batch)
+    }
+}
+
+/// Builds and warms up a runner of `kind` for `limits`.
+pub fn build(
+    kind: RunnerKind,
+    config: &Qwen3Config,
+    weights: &Qwen3Weights,
+    limits: &RunnerLimits,
+) -> Result<AnyRunner, BackendError> {
+    let runner_err = |error| BackendError::Runner {
+        backend: kind.name(),
+        error,
+    };
+    let mut runner = match kind {
+        RunnerKind::Cpu => AnyRunner::Cpu(Box::new(
+            CpuRunner::new(
+                config.clone(),
+                weights,
+                limits.cpu_kv_blocks(config),
+                limits.block_size,
+            )
+            .map_err(runner_err)?,
+        )),
+        #[cfg(feature = "cuda")]
+        RunnerKind::Cuda => {
+            use engine::runner::cuda::{CudaRunner, CudaRunnerConfig};
+            let rc = CudaRunnerConfig {
+                block_size: limits.block_size,
+                num_gpu_blocks: limits.num_gpu_blocks,
+                gpu_memory_utilization: limits.gpu_memory_utilization,
+                max_num_seqs: limits.max_num_seqs,
+                max_num_batched_tokens: limits.max_num_batched_tokens,
+                max_model_len: limits.max_model_len,
+                use_cuda_graphs: true,
+                device_ordinal: 0,
+            };
+            AnyRunner::Cuda(Box::new(
+                CudaRunner::new(config, weights, &rc).map_err(runner_err)?,
+            ))
+        }
+        #[cfg(not(feature = "cuda"))]
+        RunnerKind::Cuda => return Err(BackendError::BackendNotBuilt("cuda".into())),
+    };
+    if kind == RunnerKind::Cuda {
+        warm_up(&mut runner, limits).map_err(|e| BackendError::WarmUp {
+            backend: kind.name(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(runner)
+}
+
+/// One prefill of the largest step, then one decode-only batch of every size
+/// up to `max_num_seqs` (each graph bucket is captured on first use).
+pub fn warm_up<R: ModelRunner>(
+    runner: &mut R,
+    limits: &RunnerLimits,
+) -> Result<(), calibration::MeasureError> {
+    let bs = limits.block_size;
+    let prefill = limits
+        .max_num_batched_tokens
+        .min(limits.max_model_len.saturating_sub(1))
+        .max(1);
+    let one = |new_tokens: usize, context: usize| SeqShape {
+        new_tokens: new_tokens as u32,
+        context_before: context as u32,
+        samples: true,
+    };
+    let shape = BatchShape {
+        seqs: vec![one(prefill, 0)],
+    };
+    time_shape(runner, &shape, bs, 0, 1)?;
+    // Context of one block less one token: each decode needs a single block.
+    let context = bs.saturating_sub(1).max(1);
+    for b in 1..=limits.max_num_seqs {
+        let shape = BatchShape {
+            seqs: vec![one(1, context); b],
+        };
+        time_shape(runner, &shape, bs, 0, 1)?;
+    }
+    Ok(())
+}
