@@ -2,7 +2,7 @@
 //!
 //! Contract: builds the runner (`--backend`, `--model`, `--weights-seed`),
 //! runs `calibration::measure` over `calibration::Grid` (`--grid gpu`: the
-//! H200 grid for the experiments' settings; `--grid small`: a CPU-sized grid),
+//! H200 grid for the experiments' settings; `--grid small`: [`small_grid`]),
 //! fits with `calibration::fit`, prints the held-out error (median, p90) and
 //! writes the profile with provenance (device, model, commit, UTC date,
 //! method `measured`) to `--out FILE.ron`, and every grid point (shape
@@ -85,6 +85,20 @@ pub fn datasheet_key(device: &str) -> Option<&'static str> {
         return None;
     };
     Some(key)
+}
+
+/// `calibration::Grid::small` widened to enough points for the fit (it needs
+/// two per coefficient): more decode batch sizes and contexts, prefills and
+/// mixed batches, all within [`SMALL_GRID_MAX_LEN`].
+pub fn small_grid() -> Grid {
+    Grid {
+        decode_batches: vec![1, 2, 3, 4, 6, 8, 12, 16, 24, 32],
+        decode_contexts: vec![16, 64, 200, 400],
+        prefill_tokens: vec![8, 16, 32, 64, 128, 192, 256, 384],
+        prefill_cached: vec![0, 64, 100],
+        mixed: vec![(32, 1), (64, 4), (128, 2), (96, 8), (200, 16), (16, 32)],
+        ..Grid::small(SMALL_GRID_MAX_LEN)
+    }
 }
 
 /// Runner limits that fit every grid point (KV blocks exactly as needed on CPU).
@@ -174,9 +188,16 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     let kind = args.runner.kind();
     let grid = match args.grid {
         GridArg::Gpu => Grid::gpu_default(),
-        GridArg::Small => Grid::small(SMALL_GRID_MAX_LEN),
+        GridArg::Small => small_grid(),
     };
     let shapes = grid.shapes();
+    let needed = 2 * calibration::features::NUM_FEATURES;
+    if shapes.len() < needed {
+        anyhow::bail!(
+            "the grid has {} points; the fit needs at least {needed}",
+            shapes.len()
+        );
+    }
     let limits = limits_for(&grid, &shapes, kind);
     let weights = model.weights(args.runner.weights_seed)?;
     let mut runner = runner::build(kind, &model.config, &weights, &limits)?;
