@@ -240,3 +240,88 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: ValidateArgs,
+    }
+
+    fn args(extra: &[&str]) -> ValidateArgs {
+        let base = ["validate", "--out", "x"];
+        Wrap::parse_from(base.iter().chain(extra)).args
+    }
+
+    #[test]
+    fn validation_metrics_are_latency_throughput_and_cache_columns() {
+        for m in [
+            "throughput_tok_s",
+            "itl_p99_ms",
+            "max_stall_ms",
+            "cold_ttft_ms",
+            "hit_ttft_median_ms",
+            "interleaved_ttft_ms",
+            "warm_cached_tokens",
+            "attacker_accuracy",
+        ] {
+            assert!(is_validation_metric(m), "{m}");
+        }
+        for m in [
+            "throughput_spread_pct",
+            "measured_batches",
+            "preemptions",
+            "speedup",
+        ] {
+            assert!(!is_validation_metric(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn set_applies_to_every_experiment_with_the_key_or_to_one() {
+        let exps: Vec<&'static dyn Experiment> = ["cb_sweep", "chunk_sweep", "prefix_cache"]
+            .iter()
+            .map(|n| catalogue::find(n).unwrap())
+            .collect();
+        let a = args(&[
+            "--set",
+            "prompt_tokens=48",
+            "--set",
+            "chunk_sweep.batches=5",
+            "--set",
+            "max_model_len=1024",
+            "--short",
+        ]);
+        let s = plan_settings(&exps, &a).unwrap();
+        assert_eq!(s[0].count("prompt_tokens").unwrap(), 48);
+        assert_eq!(s[1].count("prompt_tokens").unwrap(), 48);
+        assert_eq!(s[0].count("batches").unwrap(), 3, "--short");
+        assert_eq!(s[1].count("batches").unwrap(), 5, "NAME.KEY after --short");
+        assert_eq!(s[2].count("rounds").unwrap(), 3, "--short");
+        assert!(s.iter().all(|x| x.engine.max_model_len == 1024));
+        let e = plan_settings(&exps, &args(&["--set", "trials=3"])).unwrap_err();
+        assert!(format!("{e:#}").contains("trials"), "{e:#}");
+        let e = plan_settings(&exps, &args(&["--set", "cb_sweep.rounds=3"])).unwrap_err();
+        assert!(format!("{e:#}").contains("rounds"), "{e:#}");
+        let e = plan_settings(&exps, &args(&["--set", "batches"])).unwrap_err();
+        assert!(format!("{e:#}").contains("KEY=VALUE"), "{e:#}");
+    }
+
+    #[test]
+    fn the_runner_is_sized_for_the_widest_experiment() {
+        let exps = catalogue::all();
+        let a = args(&[
+            "--set",
+            "cb_sweep.max_model_len=8192",
+            "--set",
+            "prefix_cache.max_num_seqs=300",
+        ]);
+        let e = widest_engine(&plan_settings(&exps, &a).unwrap());
+        assert_eq!((e.max_model_len, e.max_num_seqs), (8192, 300));
+        assert_eq!(e.max_num_batched_tokens, 2048);
+    }
+}

@@ -162,3 +162,84 @@ pub fn resolve(source: &CostSource, model: &LoadedModel) -> Result<ResolvedCost,
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::ModelChoice;
+    use calibration::features::NUM_FEATURES;
+    use calibration::Provenance;
+
+    fn model(name: &str) -> LoadedModel {
+        LoadedModel::config_only(&ModelChoice::Preset(name.into())).unwrap()
+    }
+
+    fn write_profile(dir: &Path, shape: ModelShape) -> PathBuf {
+        let provenance = Provenance {
+            device: "test".into(),
+            model: "tiny".into(),
+            engine_commit: "x".into(),
+            date: "2026-01-01".into(),
+            method: "measured".into(),
+            samples: 0,
+            holdout_error_pct_median: 1.0,
+            holdout_error_pct_p90: 2.0,
+        };
+        let gpu = calibration::datasheet::lookup("h200-sxm").unwrap();
+        let p = CostProfile::from_coefficients(&[1e-5; NUM_FEATURES], gpu, shape, provenance);
+        let path = dir.join("p.ron");
+        p.save(&path).unwrap();
+        path
+    }
+
+    #[test]
+    fn default_uses_the_shipped_profile_only_when_it_applies() {
+        let tiny = resolve(&CostSource::Default("h200-sxm".into()), &model("tiny")).unwrap();
+        assert!(tiny.description.starts_with("roofline"), "{tiny:?}");
+        let qwen = resolve(
+            &CostSource::Default("h100-sxm".into()),
+            &model("qwen3-0.6b"),
+        )
+        .unwrap();
+        if Path::new(SHIPPED_PROFILE).is_file() {
+            assert!(qwen.description.contains("transferred"), "{qwen:?}");
+        } else {
+            assert!(qwen.description.starts_with("roofline"), "{qwen:?}");
+        }
+        assert_eq!(qwen.gpu.name, "h100-sxm");
+    }
+
+    #[test]
+    fn profiles_load_transfer_and_must_match_the_model() {
+        let dir = std::env::temp_dir().join(format!("cost-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tiny = model("tiny");
+        let path = write_profile(&dir, ModelShape::from_qwen3(&tiny.config));
+        let own = resolve(&CostSource::Profile(path.clone()), &tiny).unwrap();
+        assert!(own.description.contains("as measured"), "{own:?}");
+        assert_eq!(own.gpu.name, "h200-sxm");
+        let moved = resolve(
+            &CostSource::ProfileOn(path.clone(), "a100-80gb-sxm".into()),
+            &tiny,
+        )
+        .unwrap();
+        assert!(moved.description.contains("transferred"), "{moved:?}");
+        assert_eq!(moved.gpu.name, "a100-80gb-sxm");
+        let batch = engine::BatchShape {
+            seqs: vec![engine::SeqShape {
+                new_tokens: 1,
+                context_before: 100,
+                samples: true,
+            }],
+        };
+        assert!(moved.model.step_seconds(&batch) > own.model.step_seconds(&batch));
+        let e = resolve(&CostSource::Profile(path.clone()), &model("qwen3-0.6b")).unwrap_err();
+        assert!(
+            e.to_string().contains("p.ron") && e.to_string().contains("shape"),
+            "{e}"
+        );
+        let e = resolve(&CostSource::ProfileOn(path, "gtx-1".into()), &tiny).unwrap_err();
+        assert!(e.to_string().contains("gtx-1"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+}
