@@ -257,3 +257,61 @@ fn calibrate_writes_a_profile_that_sim_mode_loads() {
         "{msg}"
     );
 }
+
+#[test]
+fn both_mode_gives_the_sim_side_the_real_kv_cache_and_vocabulary() {
+    let out = scratch("real-both");
+    let mut args = vec![
+        "run",
+        "prefix_cache",
+        "--mode",
+        "both",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(TINY_CPU);
+    for s in ENGINE.iter().chain(TINY[2].1.iter()) {
+        args.extend(["--set", s]);
+    }
+    run(&args).unwrap_or_else(|e| panic!("both: {e:#}"));
+    let dir = out.join("prefix_cache");
+    assert_files(
+        &dir,
+        &["compare.csv", "real/summary.csv", "sim/summary.csv"],
+    );
+    let kv = |mode: &str| -> Vec<String> {
+        let meta = std::fs::read_to_string(dir.join(mode).join("meta.ron")).unwrap();
+        meta.lines()
+            .filter(|l| l.contains("kv_blocks"))
+            .map(str::to_string)
+            .collect()
+    };
+    let (real, sim) = (kv("real"), kv("sim"));
+    assert!(
+        !real.is_empty() && real.iter().all(|l| l.contains("Some(")),
+        "{real:?}"
+    );
+    assert_eq!(real, sim, "the sim engine gets the real runner's KV blocks");
+    // Same scripts: the same requests find the same cached tokens in both modes.
+    let keyed = |mode: &str| {
+        let text = std::fs::read_to_string(dir.join(mode).join("requests.csv")).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let cols: Vec<usize> = ["condition", "id", "tag", "prompt_tokens", "cached_tokens"]
+            .iter()
+            .map(|c| header.iter().position(|h| h == c).unwrap())
+            .collect();
+        lines
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                cols.iter().map(|&i| f[i]).collect::<Vec<_>>().join(",")
+            })
+            .collect::<Vec<_>>()
+    };
+    let (r, s) = (keyed("real"), keyed("sim"));
+    assert_eq!(r, s);
+    assert!(
+        r.iter().any(|l| !l.ends_with(",0")),
+        "warm requests hit the cache"
+    );
+}
