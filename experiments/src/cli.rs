@@ -3,8 +3,8 @@
 //! Contract: `exp list` names the experiments; `exp show NAME` lists the keys
 //! `--set` accepts with their defaults; `exp run NAME --mode sim ...` runs
 //! one (`--mode real|sim|both`); `exp calibrate` fits a cost profile;
-//! `exp validate` runs everything in both modes. Settings apply in order: experiment defaults, `--config FILE.ron`,
-//! then each `--set key=value`. Every failure is an error whose message
+//! `exp validate` runs everything in both modes. Settings apply in order:
+//! experiment defaults, `--config FILE.ron`, then each `--set key=value`. Every failure is an error whose message
 //! names the problem (experiment, key, value, file position).
 
 use crate::backend::{build_backends, Backend, Mode};
