@@ -37,3 +37,4 @@ void __syncthreads();
 size_t __cvta_generic_to_shared(const void*);
 float __int_as_float(int);
 uint4 __ldg(const uint4*);
+void __syncwarp();

@@ -8,7 +8,7 @@ for shape in "128 16 8" "32 4 2" "64 8 8"; do
   set -- $shape
   { echo "#include \"$(realpath $here/cuda_stub.h)\""
     echo "#define HEAD_DIM $1"; echo "#define NUM_Q_HEADS $2"; echo "#define NUM_KV_HEADS $3"
-    grep -v '#include <cuda_bf16.h>' $src/kernels.cu; cat $src/attention.cu; cat $src/skinny_gemm.cu; } > /tmp/cuda_syntax_$1.cpp
+    grep -v '#include <cuda_bf16.h>' $src/kernels.cu; cat $src/attention.cu $src/decode_attention.cu $src/skinny_gemm.cu; } > /tmp/cuda_syntax_$1.cpp
   g++ -std=c++17 -fsyntax-only -Wall -Wno-unused-variable -Wno-unknown-pragmas /tmp/cuda_syntax_$1.cpp
   echo "ok: head_dim $1, $2 q heads, $3 kv heads"
 done

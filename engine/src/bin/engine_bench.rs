@@ -11,7 +11,8 @@
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{
-    CudaRunner, CudaRunnerConfig, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+    CudaRunner, CudaRunnerConfig, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM,
+    SKIP_HEAD,
 };
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
 use std::fmt::Write as _;
@@ -140,14 +141,14 @@ fn tune(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
     for b in [1usize, 16, 64, 256] {
-        for g16 in [false, true] {
-            for target in [1024usize, 2048, 4096, 8192] {
-                r.set_decode_tuning(g16, target);
-                let kernel = if g16 { "g16" } else { "g8_prefetch" };
+        for kernel in [DecodeKernel::Prefetch8, DecodeKernel::SmemPipeline] {
+            for target in [2048usize, 4096] {
+                r.set_decode_tuning(kernel, target);
+                let kernel = format!("{kernel:?}");
                 match decode(r, b, vocab, budget) {
                     Ok(s) => {
                         println!(
-                            "tune decode{b:<4} {kernel:<12} target {target:>5}: {:.3} ms",
+                            "tune decode{b:<4} {kernel:<13} target {target:>5}: {:.3} ms",
                             s * 1e3
                         );
                         let _ = writeln!(csv, "{b},{kernel},{target},{:.4},{date}", s * 1e3);
@@ -157,7 +158,7 @@ fn tune(
             }
         }
     }
-    r.set_decode_tuning(false, 2048);
+    r.set_decode_tuning(DecodeKernel::Prefetch8, 2048);
     std::fs::write(out.join("tune.csv"), csv)?;
     Ok(())
 }

@@ -12,10 +12,15 @@
 //!    `scripts/hf_reference.py`, loaded with the engine's loader; same
 //!    measures against transformers' tokens and logits. Writes `vs_hf.csv`.
 //!
+//! 4. `--engine`: the same requests through `EngineCore` with the CPU and
+//!    the CUDA runner (chunked prefills, prefix-cache hits, graphs).
+//!
 //! Every part runs even when an earlier one fails; the exit code is non-zero
 //! when any check failed.
 
 mod driver;
+mod engine_e2e;
+mod hf;
 
 use driver::{generate, LogitsRunner, Trace};
 use engine::model::{Qwen3Config, Qwen3Weights};
@@ -177,6 +182,8 @@ fn vs_cpu(
         &w,
         &runner_config(max_len, budget, blocks),
     )?);
+    // Capture every decode graph up front (the path real-mode runs use).
+    cuda.0.warm_up_graphs()?;
     let ref_tokens: Vec<Vec<u32>> = reference.iter().map(|t| t.tokens.clone()).collect();
     let forced = generate(
         &mut cuda,
@@ -224,66 +231,61 @@ fn vs_cpu(
     Ok(all_ok)
 }
 
-#[derive(serde::Deserialize)]
-struct HfReference {
-    dtype: String,
-    prompts: Vec<Vec<u32>>,
-    generated: Vec<Vec<u32>>,
-    logits: Vec<Vec<Vec<f32>>>,
-}
-
-fn vs_hf(
-    dir: &std::path::Path,
-    csv: &mut String,
-    date: &str,
-) -> Result<bool, Box<dyn std::error::Error>> {
-    let label = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let cfg = Qwen3Config::from_json_file(dir)?;
-    let w = Qwen3Weights::load(dir, &cfg)?;
-    let r: HfReference =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json"))?)?;
-    let steps = r.generated.iter().map(|g| g.len()).min().unwrap_or(0);
-    let max_len = r.prompts.iter().map(|p| p.len()).max().unwrap_or(0) + steps + 16;
-    let blocks = r.prompts.len() * max_len.div_ceil(BLOCK_SIZE) + 2;
-    let mut rc = runner_config(max_len.next_multiple_of(BLOCK_SIZE), 64, blocks);
-    rc.max_num_seqs = r.prompts.len().max(1);
-    let mut cuda = Cuda(CudaRunner::new(&cfg, &w, &rc)?);
-    let forced = generate(
-        &mut cuda,
-        &r.prompts,
-        steps,
-        64,
-        BLOCK_SIZE,
-        Some(&r.generated),
-        true,
-    )?;
-    let free = generate(&mut cuda, &r.prompts, steps, 64, BLOCK_SIZE, None, false)?;
-    let mut all_ok = true;
-    for (i, gen) in r.generated.iter().enumerate() {
-        let c = compare(&forced[i], &gen[..steps], &r.logits[i]);
-        let m = prefix_match(&free[i].tokens, gen);
-        let ok = m == steps && c.rel_l2 < 0.05;
-        all_ok &= ok;
-        println!(
-            "{} [hf {label} {}] prompt {i}: free-run match {m}/{steps} | forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e})",
-            if ok { "PASS" } else { "FAIL" }, r.dtype, c.agree, c.steps, c.max_abs_diff, c.max_abs_logit, c.rel_l2
-        );
-        let _ = writeln!(
-            csv,
-            "{date},{label},{},{i},{},{steps},{m},{},{:.6},{:.4},{:.3e},{}",
-            r.dtype,
-            r.prompts[i].len(),
-            c.agree,
-            c.max_abs_diff,
-            c.max_abs_logit,
-            c.rel_l2,
-            if ok { "pass" } else { "fail" }
-        );
+/// The runner's failure paths on a real device: KV-cache sizing from
+/// `gpu_memory_utilization`, and `OutOfMemory` (not a panic) when the cache cannot fit.
+fn error_paths() -> bool {
+    let cfg = Qwen3Config::tiny();
+    let w = Qwen3Weights::synthetic(&cfg, 3);
+    let base = runner_config(256, 32, 64);
+    let mut ok = true;
+    let mut report = |name: &str, pass: bool, detail: String| {
+        println!("{} {name}: {detail}", if pass { "PASS" } else { "FAIL" });
+        ok &= pass;
+    };
+    match CudaRunner::new(
+        &cfg,
+        &w,
+        &CudaRunnerConfig {
+            num_gpu_blocks: None,
+            gpu_memory_utilization: 0.3,
+            ..base.clone()
+        },
+    ) {
+        Ok(r) => report(
+            "kv blocks from gpu_memory_utilization 0.3",
+            r.num_kv_blocks() > 64,
+            format!("{} blocks", r.num_kv_blocks()),
+        ),
+        Err(e) => report(
+            "kv blocks from gpu_memory_utilization 0.3",
+            false,
+            e.to_string(),
+        ),
     }
-    Ok(all_ok)
+    for (name, rc) in [
+        (
+            "num_gpu_blocks beyond memory",
+            CudaRunnerConfig {
+                num_gpu_blocks: Some(1 << 40),
+                ..base.clone()
+            },
+        ),
+        (
+            "gpu_memory_utilization too small",
+            CudaRunnerConfig {
+                num_gpu_blocks: None,
+                gpu_memory_utilization: 0.0001,
+                ..base.clone()
+            },
+        ),
+    ] {
+        match CudaRunner::new(&cfg, &w, &rc) {
+            Err(e @ RunnerError::OutOfMemory { .. }) => report(name, true, e.to_string()),
+            Err(e) => report(name, false, format!("wrong error: {e}")),
+            Ok(_) => report(name, false, "constructed a runner".into()),
+        }
+    }
+    ok
 }
 
 fn main() {
@@ -301,6 +303,23 @@ fn main() {
     let mut ok = true;
     if flag("--quick") || flag("--all") {
         ok &= quick();
+    }
+    if flag("--errors") || flag("--all") {
+        ok &= error_paths();
+    }
+    if flag("--engine") || flag("--all") {
+        for model in ["tiny", "qwen3-0.6b"] {
+            match engine_e2e::engine_e2e(model) {
+                Ok((pass, line)) => {
+                    println!("{} {line}", if pass { "PASS" } else { "FAIL" });
+                    ok &= pass;
+                }
+                Err(e) => {
+                    println!("FAIL [{model}] EngineCore: {e}");
+                    ok = false;
+                }
+            }
+        }
     }
     if flag("--cpu") || flag("--all") {
         let mut csv = String::from(
@@ -325,7 +344,7 @@ fn main() {
             "date,reference,dtype,prompt,prompt_len,steps,free_run_match,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,verdict\n",
         );
         for dir in dir.split(',') {
-            match vs_hf(std::path::Path::new(dir), &mut csv, &date) {
+            match hf::vs_hf(std::path::Path::new(dir), &mut csv, &date) {
                 Ok(p) => ok &= p,
                 Err(e) => {
                     println!("FAIL vs hf ({dir}): {e}");

@@ -157,6 +157,7 @@ impl<T: Copy + Default> Drop for PinnedBuffer<T> {
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 const ATTENTION_CU: &str = include_str!("attention.cu");
+const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
@@ -178,6 +179,10 @@ pub(crate) struct Kernels {
     pub attn_decode: CudaFunction,
     /// 16-key groups without prefetch (a tuning alternative to `attn_decode`).
     pub attn_decode_g16: CudaFunction,
+    /// Shared-memory cp.async pipeline (a tuning alternative to `attn_decode`).
+    pub attn_decode_async: CudaFunction,
+    /// Dynamic shared memory of `attn_decode_async`.
+    pub decode_async_smem: u32,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -187,13 +192,8 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{}\n{}\n{}",
-        shape.head_dim,
-        shape.num_q_heads,
-        shape.num_kv_heads,
-        KERNELS_CU,
-        ATTENTION_CU,
-        SKINNY_GEMM_CU
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
+        shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
 
@@ -270,6 +270,18 @@ impl Kernels {
                 message: format!("attn_prefill needs {prefill_smem} B of shared memory: {e:?}"),
                 log: String::new(),
             })?;
+        // 4 warps x 4 stages x (K, V) x 8 keys x head_dim bf16: attn_decode_async's pipeline.
+        let decode_async_smem = (4 * 4 * 2 * 8 * shape.head_dim * 2) as u32;
+        let attn_decode_async = f("attn_decode_async")?;
+        attn_decode_async
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                decode_async_smem as i32,
+            )
+            .map_err(|e| RunnerError::Compile {
+                message: format!("attn_decode_async needs {decode_async_smem} B of shared memory: {e:?}"),
+                log: String::new(),
+            })?;
         Ok(Self {
             prefill_smem,
             embed_gather: f("embed_gather")?,
@@ -280,6 +292,8 @@ impl Kernels {
             attn_prefill,
             attn_decode: f("attn_decode")?,
             attn_decode_g16: f("attn_decode_g16")?,
+            attn_decode_async,
+            decode_async_smem,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
@@ -295,7 +309,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 13] = [
+        let named: [(&'static str, &CudaFunction); 14] = [
             ("embed_gather", &self.embed_gather),
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
@@ -304,6 +318,7 @@ impl Kernels {
             ("attn_prefill", &self.attn_prefill),
             ("attn_decode", &self.attn_decode),
             ("attn_decode_g16", &self.attn_decode_g16),
+            ("attn_decode_async", &self.attn_decode_async),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),

@@ -7,7 +7,7 @@
 use super::device::{launch, Arg};
 use super::gemm::OutType;
 use super::meta::StepLayout;
-use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
+use super::{CudaRunner, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
 use cudarc::driver::CudaFunction;
 
@@ -193,15 +193,19 @@ impl CudaRunner {
                 let grid = (units.div_ceil(4) as u32, 1, 1);
                 self.launch_in(
                     SKIP_ATTENTION,
-                    if self.decode_g16 {
-                        &k.attn_decode_g16
-                    } else {
-                        &k.attn_decode
+                    match self.decode_kernel {
+                        DecodeKernel::Prefetch8 => &k.attn_decode,
+                        DecodeKernel::Group16 => &k.attn_decode_g16,
+                        DecodeKernel::SmemPipeline => &k.attn_decode_async,
                     },
                     "attn_decode",
                     grid,
                     128,
-                    0,
+                    if self.decode_kernel == DecodeKernel::SmemPipeline {
+                        k.decode_async_smem
+                    } else {
+                        0
+                    },
                     &[
                         Arg::Ptr(ws.qkv.ptr),
                         Arg::Ptr(kc),

@@ -5,10 +5,15 @@
 //! host packs all metadata into one pinned buffer and copies it with one
 //! host-to-device copy; the forward pass writes every sequence's K/V of a layer
 //! before that layer's attention; greedy (argmax) tokens come back in batch
-//! order. Decode-only batches run as CUDA graphs captured lazily per padded
-//! batch-size bucket; other batches run eagerly. Kernels are compiled by NVRTC
-//! at construction for the device's compute capability; GEMMs are cuBLAS (bf16
-//! operands, fp32 accumulation) over fused QKV and gate-up weights. The KV
+//! order, and [`CudaRunner::last_logits`] copies their logits back on request.
+//! Decode-only batches run as CUDA graphs per padded batch-size bucket
+//! (captured on first use, or all at once by [`CudaRunner::warm_up_graphs`]);
+//! other batches run eagerly. Kernels are compiled by NVRTC at construction
+//! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
+//! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
+//! split-K decode attention, SiLU·mul, argmax. GEMMs (bf16 operands, fp32
+//! accumulation, fused QKV and gate-up weights) use a skinny tensor-core kernel
+//! up to 16 rows and cuBLAS above. The KV
 //! cache holds `num_kv_blocks()` blocks (block 0, the null block, included),
 //! either as configured or as many as `gpu_memory_utilization` leaves room for.
 //!
@@ -22,17 +27,16 @@ mod forward;
 mod gemm;
 mod meta;
 mod selftest;
+mod step;
 mod weights;
 
 use crate::config::EngineConfig;
 use crate::model::{Qwen3Config, Qwen3Weights};
 use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
-use cudarc::driver::{sys, CudaContext, CudaGraph, CudaStream};
-use device::{
-    copy_dtoh_async, copy_htod_async, dev_err, DeviceBuffer, KernelShape, Kernels, PinnedBuffer,
-};
+use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
+use device::{dev_err, DeviceBuffer, KernelShape, Kernels, PinnedBuffer};
 use gemm::Gemm;
-use meta::{pack_step, BatchLimits, StepLayout};
+use meta::{BatchLimits, StepLayout};
 use std::collections::HashMap;
 use std::sync::Arc;
 use weights::DeviceWeights;
@@ -54,6 +58,17 @@ const DECODE_TARGET_WARPS: usize = 2048;
 const DECODE_MIN_KEYS_PER_SPLIT: usize = 32;
 /// Decode-graph batch sizes (padded up to the next one).
 const GRAPH_BUCKETS: [usize; 13] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256];
+
+/// Decode attention kernels (same results, different memory pipelines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeKernel {
+    /// 8-key groups, the next group prefetched into registers.
+    Prefetch8,
+    /// 16-key groups loaded then used.
+    Group16,
+    /// Four 8-key stages per warp in shared memory, filled by cp.async.
+    SmemPipeline,
+}
 
 /// KV-cache and batch settings of a [`CudaRunner`] (the [`EngineConfig`] fields it needs).
 #[derive(Debug, Clone, PartialEq)]
@@ -130,8 +145,7 @@ pub struct CudaRunner {
     device_name: String,
     use_skinny: bool,
     profile_skip: u32,
-    /// Decode attention kernel: false = 8-key groups with prefetch, true = 16-key groups.
-    decode_g16: bool,
+    decode_kernel: DecodeKernel,
     decode_target_warps: usize,
 }
 
@@ -222,7 +236,7 @@ impl CudaRunner {
         let (free, total) = device::mem_info(&ctx)?;
         let num_blocks = match rc.num_gpu_blocks {
             Some(n) => {
-                if n < needed || n * block_bytes > free {
+                if n < needed || n.checked_mul(block_bytes).is_none_or(|b| b > free) {
                     return Err(RunnerError::OutOfMemory {
                         free_bytes: free as u64,
                         needed_blocks: n.max(needed),
@@ -277,7 +291,7 @@ impl CudaRunner {
             device_name,
             use_skinny: true,
             profile_skip: 0,
-            decode_g16: false,
+            decode_kernel: DecodeKernel::Prefetch8,
             decode_target_warps: DECODE_TARGET_WARPS,
         })
     }
@@ -301,10 +315,9 @@ impl CudaRunner {
         self.graphs.clear();
     }
 
-    /// Tuning: the decode attention kernel (16-key groups instead of 8 with
-    /// prefetch) and the number of warps its splits aim for.
-    pub fn set_decode_tuning(&mut self, g16: bool, target_warps: usize) {
-        self.decode_g16 = g16;
+    /// Tuning: the decode attention kernel and the number of warps its splits aim for.
+    pub fn set_decode_tuning(&mut self, kernel: DecodeKernel, target_warps: usize) {
+        self.decode_kernel = kernel;
         self.decode_target_warps = target_warps.max(1);
         self.graphs.clear();
     }
@@ -320,108 +333,6 @@ impl CudaRunner {
     pub fn kernel_resources(&self) -> Vec<(&'static str, i32, i32)> {
         self.kernels.resource_report()
     }
-
-    fn kv_layer_ptrs(&self, layer: usize) -> (u64, u64) {
-        let k = self.kv.ptr + (2 * layer * self.layer_kv_bytes) as u64;
-        (k, k + self.layer_kv_bytes as u64)
-    }
-
-    /// Splits (one warp each) of the decode attention: enough warps in all to
-    /// fill the GPU; in eager steps also no split shorter than
-    /// `DECODE_MIN_KEYS_PER_SPLIT` keys. A graph's split count depends on its
-    /// batch size alone, since the kernel divides each context at run time.
-    fn decode_splits(&self, n_dec: usize, max_ctx: Option<usize>) -> usize {
-        let units = (n_dec * self.cfg.num_key_value_heads).max(1);
-        let mut n = self.decode_target_warps.div_ceil(units);
-        if let Some(ctx) = max_ctx {
-            n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT));
-        }
-        n.clamp(1, self.max_splits)
-    }
-
-    fn bucket_for(&self, n: usize) -> Option<usize> {
-        GRAPH_BUCKETS
-            .iter()
-            .copied()
-            .find(|&b| b >= n && b <= self.limits.max_seqs)
-    }
-
-    /// Logits (fp32, `[vocab]` each) of the sequences that sampled in the last
-    /// step, in batch order. Copies from the device: not for the hot path.
-    pub fn last_logits(&self) -> Result<Vec<Vec<f32>>, RunnerError> {
-        let (n, v) = (self.last.num_sampled, self.cfg.vocab_size);
-        let mut host = vec![0f32; n * v];
-        copy_dtoh_async(&mut host, self.ws.logits.ptr, &self.stream)?;
-        device::sync(&self.stream)?;
-        Ok(host.chunks(v.max(1)).map(|c| c.to_vec()).collect())
-    }
-
-    fn run_step(&mut self, batch: &ScheduledBatch<'_>) -> Result<Vec<u32>, RunnerError> {
-        let decode_only = batch
-            .seqs
-            .iter()
-            .all(|s| s.token_ids.len() == 1 && s.samples);
-        let bucket = if self.use_graphs && decode_only {
-            self.bucket_for(batch.seqs.len())
-        } else {
-            None
-        };
-        let lay = pack_step(batch, &self.limits, bucket, self.meta_host.as_mut_slice())?;
-        copy_htod_async(
-            self.ws.meta.ptr,
-            &self.meta_host.as_slice()[..lay.total],
-            &self.stream,
-        )?;
-        let max_ctx = batch
-            .seqs
-            .iter()
-            .map(|s| s.start_pos + s.token_ids.len())
-            .max()
-            .unwrap_or(1);
-        match bucket {
-            Some(b) => {
-                let nsplit = self.decode_splits(b, None);
-                if !self.graphs.contains_key(&(b, nsplit)) {
-                    let graph = self.capture(&lay, nsplit)?;
-                    self.graphs.insert((b, nsplit), graph);
-                }
-                let graph = &self.graphs[&(b, nsplit)];
-                graph.launch().map_err(|e| dev_err("graph launch", e))?;
-            }
-            None => {
-                self.enqueue_forward(&lay, self.decode_splits(lay.num_decodes, Some(max_ctx)))?
-            }
-        }
-        let n_real = batch.seqs.iter().filter(|s| s.samples).count();
-        self.last = LastStep {
-            num_sampled: n_real,
-        };
-        if n_real == 0 {
-            device::sync(&self.stream)?;
-            return Ok(Vec::new());
-        }
-        let out = &mut self.sampled_host.as_mut_slice()[..n_real];
-        copy_dtoh_async(out, self.ws.sampled.ptr, &self.stream)?;
-        device::sync(&self.stream)?;
-        Ok(self.sampled_host.as_slice()[..n_real]
-            .iter()
-            .map(|&t| t as u32)
-            .collect())
-    }
-
-    fn capture(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
-        self.stream
-            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(|e| dev_err("begin graph capture", e))?;
-        let enq = self.enqueue_forward(lay, nsplit);
-        let end = self.stream.end_capture(sys::CUgraphInstantiate_flags(0));
-        enq?;
-        let graph = end
-            .map_err(|e| dev_err("end graph capture", e))?
-            .ok_or_else(|| RunnerError::Device("graph capture produced no graph".into()))?;
-        graph.upload().map_err(|e| dev_err("graph upload", e))?;
-        Ok(graph)
-    }
 }
 
 impl ModelRunner for CudaRunner {
@@ -435,5 +346,43 @@ impl ModelRunner for CudaRunner {
             sampled,
             modeled_seconds: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_driver_is_an_error_not_a_panic() {
+        // Only meaningful where no NVIDIA driver is installed (CI, this build machine).
+        if unsafe { cudarc::driver::sys::is_culib_present() } {
+            return;
+        }
+        let cfg = Qwen3Config::tiny();
+        let w = Qwen3Weights::synthetic(&cfg, 1);
+        let rc = CudaRunnerConfig::from(&EngineConfig::default());
+        match CudaRunner::new(&cfg, &w, &rc) {
+            Err(RunnerError::NoDevice(msg)) => assert!(msg.contains("libcuda"), "{msg}"),
+            Err(e) => panic!("expected NoDevice, got {e}"),
+            Ok(_) => panic!("constructed a CUDA runner without a driver"),
+        }
+    }
+
+    #[test]
+    fn settings_come_from_the_engine_config() {
+        let e = EngineConfig {
+            block_size: 32,
+            num_gpu_blocks: Some(99),
+            max_num_seqs: 7,
+            ..EngineConfig::default()
+        };
+        let rc = CudaRunnerConfig::from(&e);
+        assert_eq!(
+            (rc.block_size, rc.num_gpu_blocks, rc.max_num_seqs),
+            (32, Some(99), 7)
+        );
+        assert_eq!(rc.max_num_batched_tokens, e.max_num_batched_tokens);
+        assert!(rc.use_cuda_graphs);
     }
 }

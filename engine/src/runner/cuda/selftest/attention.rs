@@ -6,14 +6,14 @@ use super::{compare, Ctx, KernelCheck};
 use crate::request::RequestId;
 use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer, KernelShape};
 use crate::runner::cuda::meta::{pack_step, BatchLimits};
+use crate::runner::cuda::DecodeKernel;
 use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
-/// `g16` selects the 16-key decode kernel.
 pub(super) fn check_attention(
     c: &mut Ctx,
     nsplit: usize,
-    g16: bool,
+    kernel: DecodeKernel,
 ) -> Result<KernelCheck, RunnerError> {
     let KernelShape {
         head_dim: d,
@@ -101,15 +101,19 @@ pub(super) fn check_attention(
     )?;
     launch(
         &c.stream,
-        if g16 {
-            &c.k.attn_decode_g16
-        } else {
-            &c.k.attn_decode
+        match kernel {
+            DecodeKernel::Prefetch8 => &c.k.attn_decode,
+            DecodeKernel::Group16 => &c.k.attn_decode_g16,
+            DecodeKernel::SmemPipeline => &c.k.attn_decode_async,
         },
         "attn_decode",
         ((lay.num_decodes * nkv * nsplit).div_ceil(4) as u32, 1, 1),
         128,
-        0,
+        if kernel == DecodeKernel::SmemPipeline {
+            c.k.decode_async_smem
+        } else {
+            0
+        },
         &[
             Arg::Ptr(qd.ptr),
             Arg::Ptr(kd.ptr),

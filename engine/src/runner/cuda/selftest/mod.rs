@@ -4,7 +4,7 @@
 //! comparisons.
 
 use super::device::{self, launch, Arg, DeviceBuffer, KernelShape, Kernels};
-use super::gemm::{Gemm, OutType};
+use crate::runner::cuda::DecodeKernel;
 use crate::runner::RunnerError;
 use cudarc::driver::{CudaContext, CudaStream};
 use half::bf16;
@@ -13,7 +13,11 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 mod attention;
+mod gemm;
+mod rope;
 use attention::check_attention;
+use gemm::{check_gemm, check_skinny};
+use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
 #[derive(Debug, Clone)]
@@ -127,7 +131,7 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 10] = [
+    let checks: [(&str, Check); 12] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -135,13 +139,19 @@ pub fn kernel_self_test(
         ("argmax_rows", check_argmax),
         ("qk_norm_rope_cache", check_rope),
         ("attn_prefill+decode(nsplit=1)", |c| {
-            check_attention(c, 1, false)
+            check_attention(c, 1, DecodeKernel::Prefetch8)
         }),
         ("attn_prefill+decode(nsplit=7)", |c| {
-            check_attention(c, 7, false)
+            check_attention(c, 7, DecodeKernel::Prefetch8)
+        }),
+        ("attn_prefill+decode_smem(nsplit=5)", |c| {
+            check_attention(c, 5, DecodeKernel::SmemPipeline)
+        }),
+        ("attn_prefill+decode_smem(nsplit=1)", |c| {
+            check_attention(c, 1, DecodeKernel::SmemPipeline)
         }),
         ("attn_prefill+decode_g16(nsplit=3)", |c| {
-            check_attention(c, 3, true)
+            check_attention(c, 3, DecodeKernel::Group16)
         }),
         ("embed_gather", check_embed),
     ];
@@ -159,83 +169,6 @@ pub fn kernel_self_test(
         });
     }
     out
-}
-
-fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    let (m, n, k) = (5, 96, 64);
-    let x = rounded(&c.randn(m * k, 1.0));
-    let w = rounded(&c.randn(n * k, 1.0));
-    let (xd, wd) = (c.up_bf16(&x)?, c.up_bf16(&w)?);
-    let yd = DeviceBuffer::alloc(&c.ctx, m * n * 4).map_err(|e| device::dev_err("alloc", e))?;
-    let g = Gemm::new(&c.ctx, &c.stream)?;
-    g.linear(xd.ptr, wd.ptr, yd.ptr, m, n, k, OutType::F32)?;
-    let got: Vec<f32> = c.down(&yd, m * n)?;
-    let mut want = vec![0f64; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            want[i * n + j] = (0..k)
-                .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
-                .sum();
-        }
-    }
-    Ok(compare(
-        "gemm",
-        &got,
-        &want,
-        1e-4,
-        format!("{m}x{n}x{k} f32 out"),
-    ))
-}
-
-fn check_skinny(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    let (n, k) = (48usize, 512usize);
-    let w = rounded(&c.randn(n * k, 1.0));
-    let wd = c.up_bf16(&w)?;
-    let (mut got_all, mut want_all) = (Vec::new(), Vec::new());
-    for (m, f32_out) in [(1usize, false), (13, true), (40, false), (64, true)] {
-        let x = rounded(&c.randn(m * k, 1.0));
-        let xd = c.up_bf16(&x)?;
-        let yd = DeviceBuffer::alloc(&c.ctx, m * n * 4).map_err(|e| device::dev_err("alloc", e))?;
-        let f = &c.k.skinny_gemm[m.div_ceil(16) - 1];
-        launch(
-            &c.stream,
-            f,
-            "skinny_gemm",
-            ((n / 8) as u32, 1, 1),
-            256,
-            0,
-            &[
-                Arg::Ptr(xd.ptr),
-                Arg::Ptr(wd.ptr),
-                Arg::Ptr(yd.ptr),
-                Arg::I32(m as i32),
-                Arg::I32(n as i32),
-                Arg::I32(k as i32),
-                Arg::I32(f32_out as i32),
-            ],
-        )?;
-        if f32_out {
-            got_all.extend(c.down::<f32>(&yd, m * n)?);
-        } else {
-            got_all.extend(c.down_bf16(&yd, m * n)?);
-        }
-        for i in 0..m {
-            for j in 0..n {
-                want_all.push(
-                    (0..k)
-                        .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
-                        .sum::<f64>(),
-                );
-            }
-        }
-    }
-    Ok(compare(
-        "skinny_gemm",
-        &got_all,
-        &want_all,
-        1e-2,
-        "m in {1,13,40,64}, n 48, k 512".into(),
-    ))
 }
 
 fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
@@ -395,116 +328,4 @@ fn check_embed(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         })
         .collect();
     Ok(compare("embed_gather", &got, &want, 1e-7, String::new()))
-}
-
-fn check_rope(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    let KernelShape {
-        head_dim: d,
-        num_q_heads: nq,
-        num_kv_heads: nkv,
-    } = c.shape;
-    let qkv_dim = (nq + 2 * nkv) * d;
-    let t = 3usize;
-    let max_pos = 64usize;
-    let qkv = rounded(&c.randn(t * qkv_dim, 1.0));
-    let qn = rounded(&c.randn(d, 1.0));
-    let kn = rounded(&c.randn(d, 1.0));
-    let (cos, sin) = super::weights::rope_table(d, 10_000.0, max_pos);
-    let pos = [5i32, 0, 63];
-    let slots = [2i32, -1, 0];
-    let nslots = 4usize;
-    let qd = c.up_bf16(&qkv)?;
-    let (qnd, knd, cd, sd, pd, sld) = (
-        c.up_bf16(&qn)?,
-        c.up_bf16(&kn)?,
-        c.up(&cos)?,
-        c.up(&sin)?,
-        c.up(&pos)?,
-        c.up(&slots)?,
-    );
-    let zeros = vec![0f32; nslots * nkv * d];
-    let (kc, vc) = (c.up_bf16(&zeros)?, c.up_bf16(&zeros)?);
-    let items = t * (nq + nkv);
-    launch(
-        &c.stream,
-        &c.k.qk_norm_rope_cache,
-        "qk_norm_rope_cache",
-        (items.div_ceil(4) as u32, 1, 1),
-        128,
-        0,
-        &[
-            Arg::Ptr(qd.ptr),
-            Arg::Ptr(qnd.ptr),
-            Arg::Ptr(knd.ptr),
-            Arg::Ptr(cd.ptr),
-            Arg::Ptr(sd.ptr),
-            Arg::Ptr(pd.ptr),
-            Arg::Ptr(sld.ptr),
-            Arg::Ptr(kc.ptr),
-            Arg::Ptr(vc.ptr),
-            Arg::I32(t as i32),
-            Arg::I32(max_pos as i32),
-            Arg::F32(1e-6),
-        ],
-    )?;
-    let q_after = c.down_bf16(&qd, t * qkv_dim)?;
-    let k_cache = c.down_bf16(&kc, nslots * nkv * d)?;
-    let v_cache = c.down_bf16(&vc, nslots * nkv * d)?;
-    let half = d / 2;
-    let rot = |x: &[f32], w: &[f32], p: usize| -> Vec<f64> {
-        let inv =
-            1.0 / ((x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / d as f64) + 1e-6).sqrt();
-        let n: Vec<f64> = x
-            .iter()
-            .zip(w)
-            .map(|(a, b)| *a as f64 * *b as f64 * inv)
-            .collect();
-        let mut o = vec![0f64; d];
-        for j in 0..half {
-            let (cs, sn) = (cos[p * half + j] as f64, sin[p * half + j] as f64);
-            o[j] = n[j] * cs - n[j + half] * sn;
-            o[j + half] = n[j + half] * cs + n[j] * sn;
-        }
-        o
-    };
-    let (mut got, mut want) = (Vec::new(), Vec::new());
-    for ti in 0..t {
-        let p = pos[ti] as usize;
-        for h in 0..nq {
-            want.extend(rot(
-                &qkv[ti * qkv_dim + h * d..ti * qkv_dim + (h + 1) * d],
-                &qn,
-                p,
-            ));
-            got.extend_from_slice(&q_after[ti * qkv_dim + h * d..ti * qkv_dim + (h + 1) * d]);
-        }
-        if slots[ti] >= 0 {
-            let s = slots[ti] as usize;
-            for h in 0..nkv {
-                let koff = ti * qkv_dim + (nq + h) * d;
-                want.extend(rot(&qkv[koff..koff + d], &kn, p));
-                got.extend_from_slice(&k_cache[(s * nkv + h) * d..(s * nkv + h + 1) * d]);
-                let voff = ti * qkv_dim + (nq + nkv + h) * d;
-                want.extend(qkv[voff..voff + d].iter().map(|&v| v as f64));
-                got.extend_from_slice(&v_cache[(s * nkv + h) * d..(s * nkv + h + 1) * d]);
-            }
-        }
-    }
-    // Slot 1 and 3 must stay untouched (slot -1 is padding).
-    let untouched = k_cache[nkv * d..2 * nkv * d]
-        .iter()
-        .chain(&k_cache[3 * nkv * d..])
-        .all(|&v| v == 0.0);
-    let mut chk = compare(
-        "qk_norm_rope_cache",
-        &got,
-        &want,
-        1.5e-2,
-        format!("positions {pos:?}, slots {slots:?}"),
-    );
-    if !untouched {
-        chk.pass = false;
-        chk.note += "; wrote to a slot it should not have";
-    }
-    Ok(chk)
 }

@@ -1,0 +1,386 @@
+// Decode attention (appended after attention.cu, whose helpers and #defines it uses): one query
+// token per sequence, flash-decoding splits merged by attn_combine.
+
+#define DEC_WARPS 4
+#define DEC_EPL (HEAD_DIM / 32)
+
+__device__ __forceinline__ void bf16x_to_float(const u32* raw, float* f) {
+#pragma unroll
+    for (int e = 0; e < DEC_EPL / 2; e++) {
+        float2 a = __bfloat1622float2(*reinterpret_cast<const bf162*>(&raw[e]));
+        f[2 * e] = a.x;
+        f[2 * e + 1] = a.y;
+    }
+#if DEC_EPL % 2 == 1
+    f[DEC_EPL - 1] = __bfloat162float(*reinterpret_cast<const bf16*>(&raw[DEC_EPL / 2]));
+#endif
+}
+
+// Raw bf16 of DEC_EPL consecutive elements, one u32 per pair (the odd tail in the low half).
+__device__ __forceinline__ void load_raw(const bf16* p, u32* raw) {
+#if DEC_EPL == 4
+    uint2 u = *reinterpret_cast<const uint2*>(p);
+    raw[0] = u.x;
+    raw[1] = u.y;
+#elif DEC_EPL == 2
+    raw[0] = *reinterpret_cast<const u32*>(p);
+#else
+#pragma unroll
+    for (int e = 0; e < DEC_EPL / 2; e++) raw[e] = *reinterpret_cast<const u32*>(p + 2 * e);
+#if DEC_EPL % 2 == 1
+    raw[DEC_EPL / 2] = (u32) * reinterpret_cast<const unsigned short*>(p + DEC_EPL - 1);
+#endif
+#endif
+}
+
+#define DEC_RAW ((DEC_EPL + 1) / 2)
+
+// Loads keys [base, base + GROUP) of one KV head (zeros at or past `end`). `base` is a
+// multiple of GROUP, so when block_size is too the group lies in one KV block: one table
+// lookup and no per-key division.
+template <int GROUP>
+__device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW], const bf16* __restrict__ k_cache,
+                                           const bf16* __restrict__ v_cache, const int* __restrict__ bt,
+                                           int block_size, int kvh, int lane, int base, int end) {
+    if (base >= end) return;  // nothing left: the caller never reads these registers
+    const bool one_block = (block_size % GROUP) == 0;
+    const long long slot0 = one_block ? (long long)bt[base / block_size] * block_size + base % block_size : 0;
+#pragma unroll
+    for (int u = 0; u < GROUP; u++) {
+        int key = base + u;
+        if (key < end) {
+            long long slot = one_block ? slot0 + u : (long long)bt[key / block_size] * block_size + key % block_size;
+            long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + lane * DEC_EPL;
+            load_raw(k_cache + off, kr[u]);
+            load_raw(v_cache + off, vr[u]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < DEC_RAW; e++) kr[u][e] = vr[u][e] = 0u;
+        }
+    }
+}
+
+// One WARP per (decode sequence, KV head, split): the split's keys in groups of GROUP, the
+// next group's loads issued before the current group's math (software pipelining), online
+// softmax across groups; lanes split the head dimension. Block = 4 warps = 4 consecutive units.
+// dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
+// With nsplit > 1 each warp writes a partial (max, sum, unnormalised output) for attn_combine:
+// part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
+template <int GROUP, bool PREFETCH>
+__device__ __forceinline__ void attn_decode_body(
+    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
+    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
+    int n_units) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    // Work units (decode sequence, KV head, split), split fastest, one per warp: every warp of
+    // a block works whatever the split count.
+    const int unit = blockIdx.x * DEC_WARPS + warp;
+    if (unit >= n_units) return;  // no block-wide barrier below, so idle warps may leave
+    const int z = unit % nsplit, kvh = (unit / nsplit) % NUM_KV_HEADS, i = unit / (nsplit * NUM_KV_HEADS);
+    const int seq = dec_seqs[i];
+    const int row = q_start[seq];
+    const int L = ctx_len[seq];
+    const int* bt = block_tables + (long long)seq * hdr[0];
+    int per = (L + nsplit - 1) / nsplit;
+    per = (per + GROUP - 1) / GROUP * GROUP;
+    const int kb = z * per;
+    const int ke = kb + per < L ? kb + per : L;
+
+    float q[GQA_GROUP][DEC_EPL];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        u32 raw[DEC_RAW];
+        load_raw(qkv + (long long)row * QKV_DIM + (kvh * GQA_GROUP + j) * HEAD_DIM + lane * DEC_EPL, raw);
+        bf16x_to_float(raw, q[j]);
+#pragma unroll
+        for (int e = 0; e < DEC_EPL; e++) q[j][e] *= scale_log2;
+    }
+    float m[GQA_GROUP], l[GQA_GROUP], acc[GQA_GROUP][DEC_EPL];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        m[j] = NEG_BIG;
+        l[j] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
+    }
+    u32 kr[GROUP][DEC_RAW], vr[GROUP][DEC_RAW];
+    if (PREFETCH) load_group<GROUP>(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, kb, ke);
+    for (int base = kb; base < ke; base += GROUP) {
+        u32 kn[GROUP][DEC_RAW], vn[GROUP][DEC_RAW];
+        if (PREFETCH) load_group<GROUP>(kn, vn, k_cache, v_cache, bt, block_size, kvh, lane, base + GROUP, ke);
+        else load_group<GROUP>(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, base, ke);
+#pragma unroll
+        for (int j = 0; j < GQA_GROUP; j++) {
+            float sc[GROUP];
+#pragma unroll
+            for (int u = 0; u < GROUP; u++) {
+                float kf[DEC_EPL];
+                bf16x_to_float(kr[u], kf);
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[e];
+                sc[u] = d;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < GROUP; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+            }
+            float mx = m[j];
+#pragma unroll
+            for (int u = 0; u < GROUP; u++) {
+                if (base + u >= ke) sc[u] = -INFINITY;
+                mx = fmaxf(mx, sc[u]);
+            }
+            const float c = exp2f(m[j] - mx);
+            m[j] = mx;
+            l[j] *= c;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) acc[j][e] *= c;
+#pragma unroll
+            for (int u = 0; u < GROUP; u++) {
+                const float p = exp2f(sc[u] - mx);
+                l[j] += p;
+                float vf[DEC_EPL];
+                bf16x_to_float(vr[u], vf);
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
+            }
+        }
+        if (PREFETCH) {
+#pragma unroll
+            for (int u = 0; u < GROUP; u++) {
+#pragma unroll
+                for (int e = 0; e < DEC_RAW; e++) {
+                    kr[u][e] = kn[u][e];
+                    vr[u][e] = vn[u][e];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        const int h = kvh * GQA_GROUP + j;
+        if (nsplit == 1) {
+            const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++)
+                out[(long long)row * Q_DIM + h * HEAD_DIM + lane * DEC_EPL + e] = __float2bfloat16(acc[j][e] * inv);
+        } else {
+            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) part_o[b * HEAD_DIM + lane * DEC_EPL + e] = acc[j][e];
+            if (lane == 0) {
+                part_ml[b * 2] = m[j];
+                part_ml[b * 2 + 1] = l[j];
+            }
+        }
+    }
+}
+
+// Two shapes of the same kernel: 8-key groups with the next group prefetched, and 16-key
+// groups loaded then used (fewer, larger round trips, fewer registers held across them).
+#define DECODE_ENTRY(NAME, GROUP, PREFETCH)                                                                   \
+    extern "C" __global__ void __launch_bounds__(128) NAME(                                                 \
+        const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \
+        bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,          \
+        const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr, \
+        int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml,          \
+        int nsplit, int n_units) {                                                                          \
+        attn_decode_body<GROUP, PREFETCH>(qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len,           \
+                                          block_tables, hdr, block_size, scale_log2, part_o, part_ml,       \
+                                          nsplit, n_units);                                                 \
+    }
+DECODE_ENTRY(attn_decode, 8, true)
+DECODE_ENTRY(attn_decode_g16, 16, false)
+
+// grid (n_dec, NUM_Q_HEADS), block 128 threads; nsplit <= 128. The split weights are computed
+// once into shared memory, then each thread sums its output dimensions over the splits with
+// independent loads (no chain of dependent loads).
+extern "C" __global__ void __launch_bounds__(128) attn_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                                        bf16* __restrict__ out, const int* __restrict__ dec_seqs,
+                                        const int* __restrict__ q_start, int nsplit) {
+    __shared__ float wz[128];
+    __shared__ float red[4];
+    const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int row = q_start[dec_seqs[i]];
+    const long long base = ((long long)i * NUM_Q_HEADS + h) * nsplit;
+    const float mz = tid < nsplit ? part_ml[(base + tid) * 2] : NEG_BIG;
+    const float lz = tid < nsplit ? part_ml[(base + tid) * 2 + 1] : 0.0f;
+    float M = mz;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    const float w = tid < nsplit ? exp2f(mz - M) : 0.0f;
+    wz[tid] = w;
+    float Ls = warp_sum(w * lz);
+    __syncthreads();
+    if (lane == 0) red[warp] = Ls;
+    __syncthreads();
+    Ls = red[0] + red[1] + red[2] + red[3];
+    const float inv = Ls > 0.0f ? 1.0f / Ls : 0.0f;
+    for (int d = tid; d < HEAD_DIM; d += blockDim.x) {
+        float A = 0.0f;
+#pragma unroll 8
+        for (int z = 0; z < nsplit; z++) A += part_o[(base + z) * HEAD_DIM + d] * wz[z];
+        out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(A * inv);
+    }
+}
+
+// Variant with a shared-memory pipeline: each warp streams its split through DEC_STAGES stages
+// of DEC_AG keys with cp.async (16-byte copies, K and V rows), so several groups are in flight
+// per warp without holding them in registers. Warps never share a stage, so a warp barrier is
+// the only synchronisation. Dynamic shared memory: DEC_WARPS * DEC_STAGES * 2 * DEC_AG * HEAD_DIM bf16.
+#define DEC_STAGES 4
+#define DEC_AG 8
+
+__device__ __forceinline__ void cp_async_wait_stages() {
+    asm volatile("cp.async.wait_group 3;\n" ::);  // DEC_STAGES - 1
+}
+
+__device__ __forceinline__ void issue_group(bf16* stage_k, bf16* stage_v, const bf16* __restrict__ k_cache,
+                                            const bf16* __restrict__ v_cache, const int* __restrict__ bt,
+                                            int block_size, int kvh, int lane, int base, int end) {
+    const int chunks_per_row = HEAD_DIM / 8;  // 16-byte chunks in one K (or V) row
+    const bool one_block = (block_size % DEC_AG) == 0;
+    const long long slot0 = one_block ? (long long)bt[base / block_size] * block_size + base % block_size : 0;
+    for (int c = lane; c < DEC_AG * 2 * chunks_per_row; c += 32) {
+        const int u = c / (2 * chunks_per_row), part = c % (2 * chunks_per_row);
+        const int key = base + u;
+        if (key >= end) continue;
+        const long long slot = one_block ? slot0 + u : (long long)bt[key / block_size] * block_size + key % block_size;
+        const int col = (part % chunks_per_row) * 8;
+        const long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + col;
+        if (part < chunks_per_row) cp_async16(stage_k + u * HEAD_DIM + col, k_cache + off);
+        else cp_async16(stage_v + u * HEAD_DIM + col, v_cache + off);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) attn_decode_async(
+    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
+    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
+    int n_units) {
+    extern __shared__ __align__(16) unsigned char dec_smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int unit = blockIdx.x * DEC_WARPS + warp;
+    if (unit >= n_units) return;  // no block-wide barrier below
+    const int z = unit % nsplit, kvh = (unit / nsplit) % NUM_KV_HEADS, i = unit / (nsplit * NUM_KV_HEADS);
+    bf16* const mine = reinterpret_cast<bf16*>(dec_smem) + warp * DEC_STAGES * 2 * DEC_AG * HEAD_DIM;
+    const int seq = dec_seqs[i];
+    const int row = q_start[seq];
+    const int L = ctx_len[seq];
+    const int* bt = block_tables + (long long)seq * hdr[0];
+    int per = (L + nsplit - 1) / nsplit;
+    per = (per + DEC_AG - 1) / DEC_AG * DEC_AG;
+    const int kb = z * per;
+    const int ke = kb + per < L ? kb + per : L;
+    const int ngroups = ke > kb ? (ke - kb + DEC_AG - 1) / DEC_AG : 0;
+
+    float q[GQA_GROUP][DEC_EPL];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        u32 raw[DEC_RAW];
+        load_raw(qkv + (long long)row * QKV_DIM + (kvh * GQA_GROUP + j) * HEAD_DIM + lane * DEC_EPL, raw);
+        bf16x_to_float(raw, q[j]);
+#pragma unroll
+        for (int e = 0; e < DEC_EPL; e++) q[j][e] *= scale_log2;
+    }
+    float m[GQA_GROUP], l[GQA_GROUP], acc[GQA_GROUP][DEC_EPL];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        m[j] = NEG_BIG;
+        l[j] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
+    }
+#pragma unroll
+    for (int p = 0; p < DEC_STAGES - 1; p++) {
+        if (p < ngroups) {
+            bf16* sk = mine + p * 2 * DEC_AG * HEAD_DIM;
+            issue_group(sk, sk + DEC_AG * HEAD_DIM, k_cache, v_cache, bt, block_size, kvh, lane, kb + p * DEC_AG, ke);
+        }
+        cp_async_commit();
+    }
+    for (int gi = 0; gi < ngroups; gi++) {
+        const int nxt = gi + DEC_STAGES - 1;
+        if (nxt < ngroups) {
+            bf16* sk = mine + (nxt % DEC_STAGES) * 2 * DEC_AG * HEAD_DIM;
+            issue_group(sk, sk + DEC_AG * HEAD_DIM, k_cache, v_cache, bt, block_size, kvh, lane, kb + nxt * DEC_AG, ke);
+        }
+        cp_async_commit();
+        cp_async_wait_stages();
+        __syncwarp();
+        const bf16* sk = mine + (gi % DEC_STAGES) * 2 * DEC_AG * HEAD_DIM;
+        const bf16* sv = sk + DEC_AG * HEAD_DIM;
+        const int base = kb + gi * DEC_AG;
+#pragma unroll
+        for (int j = 0; j < GQA_GROUP; j++) {
+            float sc[DEC_AG];
+#pragma unroll
+            for (int u = 0; u < DEC_AG; u++) {
+                u32 raw[DEC_RAW];
+                load_raw(sk + u * HEAD_DIM + lane * DEC_EPL, raw);
+                float kf[DEC_EPL];
+                bf16x_to_float(raw, kf);
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[e];
+                sc[u] = d;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < DEC_AG; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+            }
+            float mx = m[j];
+#pragma unroll
+            for (int u = 0; u < DEC_AG; u++) {
+                if (base + u >= ke) sc[u] = -INFINITY;  // never-copied rows hold stale data
+                mx = fmaxf(mx, sc[u]);
+            }
+            const float c = exp2f(m[j] - mx);
+            m[j] = mx;
+            l[j] *= c;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) acc[j][e] *= c;
+#pragma unroll
+            for (int u = 0; u < DEC_AG; u++) {
+                if (base + u < ke) {
+                    const float p = exp2f(sc[u] - mx);
+                    l[j] += p;
+                    u32 raw[DEC_RAW];
+                    load_raw(sv + u * HEAD_DIM + lane * DEC_EPL, raw);
+                    float vf[DEC_EPL];
+                    bf16x_to_float(raw, vf);
+#pragma unroll
+                    for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
+                }
+            }
+        }
+        __syncwarp();  // every lane is done with this stage before it is refilled
+    }
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        const int h = kvh * GQA_GROUP + j;
+        if (nsplit == 1) {
+            const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++)
+                out[(long long)row * Q_DIM + h * HEAD_DIM + lane * DEC_EPL + e] = __float2bfloat16(acc[j][e] * inv);
+        } else {
+            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+#pragma unroll
+            for (int e = 0; e < DEC_EPL; e++) part_o[b * HEAD_DIM + lane * DEC_EPL + e] = acc[j][e];
+            if (lane == 0) {
+                part_ml[b * 2] = m[j];
+                part_ml[b * 2 + 1] = l[j];
+            }
+        }
+    }
+}
