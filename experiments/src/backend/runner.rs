@@ -191,9 +191,11 @@ pub fn build(
                 use_cuda_graphs: true,
                 device_ordinal: 0,
             };
-            AnyRunner::Cuda(Box::new(
-                CudaRunner::new(config, weights, &rc).map_err(runner_err)?,
-            ))
+            let mut cuda = CudaRunner::new(config, weights, &rc).map_err(runner_err)?;
+            // Every decode graph captured up front; warm_up below then
+            // launches each once along with the eager paths.
+            cuda.warm_up_graphs().map_err(runner_err)?;
+            AnyRunner::Cuda(Box::new(cuda))
         }
         #[cfg(not(feature = "cuda"))]
         RunnerKind::Cuda => return Err(BackendError::BackendNotBuilt("cuda".into())),
