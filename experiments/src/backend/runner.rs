@@ -212,9 +212,12 @@ pub fn build(
 /// Prefills of every power-of-two size up to the largest step, alone and
 /// over a cached context, a mixed batch, then one decode-only batch of every
 /// size up to `max_num_seqs` (each graph bucket is captured on first use).
-/// Measured on the H200 without the prefill ladder, the first 3,200-token
-/// prompt of a process took 27 ms instead of 17 ms: first use of each kernel
-/// and GEMM shape costs time, which must not land in a measured request.
+/// Known gap (H200, Nov 2026): the first step of each *new* prefill token
+/// count still costs extra (a 1,184-token chunk over 2,048 cached tokens:
+/// 16.6 ms the first time, 8.8 ms after; not module loading, since
+/// `CUDA_MODULE_LOADING=EAGER` changes nothing), so the ladder cannot cover
+/// every size; experiments whose first measured request has a new size
+/// (prefix_cache and salt_isolation round 1) show it.
 pub fn warm_up<R: ModelRunner>(
     runner: &mut R,
     limits: &RunnerLimits,
