@@ -2,24 +2,34 @@
 //!
 //! Contract: a [`Backend`] turns (engine settings, script) into
 //! `sim::RunRecords`. Every backend drives the same `sim` event loop with the
-//! same `engine::EngineCore`; only the clock and the model runner differ. The
-//! simulated backend uses the virtual clock and `sim::SimRunner` priced by a
-//! roofline model from a GPU datasheet. Real mode (wall clock, CPU/CUDA
-//! runner) is issue 5: [`make_backends`] reports it as not built rather than
-//! pretending. Experiments never see which backend ran them.
+//! same `engine::EngineCore`; only the clock and the model runner differ:
+//! [`SimBackend`] uses the virtual clock and `sim::SimRunner` priced by a cost
+//! model ([`cost`]: calibrated profile, shipped profile or datasheet
+//! roofline); [`RealBackend`] uses the wall clock and a CPU or CUDA runner that
+//! is built once per process and reused by every condition it can serve.
+//! Experiments never see which backend ran them.
 
-use crate::script::{Script, ScriptWorkload};
-use engine::model::config::Qwen3Config;
-use engine::{EngineConfig, EngineCore};
+pub mod cost;
+pub mod model;
+mod real;
+pub mod runner;
+mod sim_backend;
+
+pub use cost::{CostSource, ResolvedCost, SHIPPED_PROFILE};
+pub use model::{LoadedModel, ModelChoice};
+pub use real::RealBackend;
+pub use runner::{RunnerKind, RunnerLimits};
+pub use sim_backend::SimBackend;
+
+use crate::script::Script;
+use engine::EngineConfig;
 use serde::Serialize;
-use sim::{GpuSpec, ModelShape, RooflineModel, RunRecords, SimRunner, VirtualClock};
-use std::path::PathBuf;
-use std::sync::Arc;
+use sim::{CostModel, GpuSpec, RunRecords};
 use thiserror::Error;
 
 /// GPU used by sim mode when none is given.
 pub const DEFAULT_GPU: &str = "h200-sxm";
-/// Model shape used by every experiment.
+/// Model used when none is given.
 pub const DEFAULT_MODEL: &str = "qwen3-0.6b";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,25 +50,28 @@ impl Mode {
     }
 }
 
-/// Where sim mode's step costs come from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CostSource {
-    /// Roofline from a datasheet GPU name (`calibration::datasheet`).
-    Datasheet(String),
-    /// A calibrated profile file written by `calibration`.
-    Profile(PathBuf),
-}
-
 #[derive(Debug, Error)]
 pub enum BackendError {
-    #[error("--mode {0}: real mode needs the issue-5 runner (not built yet); use --mode sim")]
-    RealNotBuilt(&'static str),
-    #[error("--profile {0}: calibrated profiles are not supported yet; use --gpu NAME")]
-    ProfileUnsupported(String),
     #[error("--gpu {name}: {message}")]
     UnknownGpu { name: String, message: String },
-    #[error("model shape: {0}")]
-    Model(String),
+    #[error("--profile {path}: {message}")]
+    Profile { path: String, message: String },
+    #[error("--model {name}: {message}")]
+    Model { name: String, message: String },
+    #[error("--backend {0}: this binary was built without it (rebuild with --features cuda)")]
+    BackendNotBuilt(String),
+    #[error("building the {backend} runner: {error}")]
+    Runner {
+        backend: &'static str,
+        error: engine::RunnerError,
+    },
+    #[error("warming up the {backend} runner: {message}")]
+    WarmUp {
+        backend: &'static str,
+        message: String,
+    },
+    #[error("the real runner failed earlier and could not be rebuilt: {0}")]
+    RunnerLost(String),
     #[error(transparent)]
     Engine(#[from] engine::EngineError),
     #[error(transparent)]
@@ -69,99 +82,102 @@ pub enum BackendError {
 #[derive(Debug, Clone, Serialize)]
 pub struct BackendInfo {
     pub mode: &'static str,
+    /// Sim: the cost model that priced steps. Real: the cost model whose
+    /// prediction of each measured step is in `steps.csv` (`predicted_ms`).
     pub cost_model: String,
     pub gpu: Option<GpuSpec>,
     pub model: String,
+    /// Real mode: `cpu` or `cuda`, with the device name.
+    pub runner: Option<String>,
 }
 
-pub trait Backend: Sync {
+pub trait Backend {
     fn info(&self) -> BackendInfo;
     /// Prompt token ids are drawn from `0..vocab()`.
     fn vocab(&self) -> u32;
-    /// Whether conditions may run at once (true for simulation; a real GPU
-    /// runs one condition at a time so they do not disturb each other).
-    fn parallel_conditions(&self) -> bool;
+    /// `Some(self)` when conditions may run at once (simulation); a real
+    /// runner serves one condition at a time so they do not disturb each other.
+    fn as_parallel(&self) -> Option<&(dyn Backend + Sync)> {
+        None
+    }
     /// KV-cache blocks (null block included) an engine with `engine` gets,
     /// when the backend knows it before running.
     fn kv_blocks(&self, engine: &EngineConfig) -> Option<usize>;
+    /// The cost model that predicts each measured step (real backends), for
+    /// `steps.csv`'s `predicted_ms` and the validation table.
+    fn step_predictor(&self) -> Option<&dyn CostModel> {
+        None
+    }
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError>;
 }
 
-/// The backends `mode` runs on, in order (`both`: real, then sim); real
-/// and both fail until the issue-5 runner exists.
-pub fn make_backends(mode: Mode, cost: &CostSource) -> Result<Vec<Box<dyn Backend>>, BackendError> {
-    match mode {
-        Mode::Real => Err(BackendError::RealNotBuilt("real")),
-        Mode::Both => Err(BackendError::RealNotBuilt("both")),
-        Mode::Sim => Ok(vec![Box::new(SimBackend::new(cost)?)]),
-    }
+/// Everything that picks the backends besides the mode.
+#[derive(Debug, Clone)]
+pub struct BackendSpec {
+    /// Sim cost model (and the predictor of real steps).
+    pub cost: CostSource,
+    pub model: ModelChoice,
+    /// Real runner: CPU or CUDA.
+    pub runner: RunnerKind,
+    /// Seed of synthetic weights (presets only).
+    pub weights_seed: u64,
+    /// Engine settings the real runner is first built for (it is rebuilt
+    /// when a condition needs more).
+    pub engine: EngineConfig,
 }
 
-/// Discrete-event simulation with a datasheet roofline cost model.
-pub struct SimBackend {
-    gpu: GpuSpec,
-    model: Qwen3Config,
-}
-
-impl SimBackend {
-    pub fn new(cost: &CostSource) -> Result<Self, BackendError> {
-        let name = match cost {
-            CostSource::Profile(p) => {
-                return Err(BackendError::ProfileUnsupported(p.display().to_string()))
-            }
-            CostSource::Datasheet(name) => name,
-        };
-        let gpu = calibration::datasheet::lookup(name).map_err(|e| BackendError::UnknownGpu {
-            name: name.clone(),
-            message: e.to_string(),
-        })?;
-        let model =
-            Qwen3Config::preset(DEFAULT_MODEL).map_err(|e| BackendError::Model(e.to_string()))?;
-        Ok(Self { gpu, model })
-    }
-}
-
-impl SimBackend {
-    fn cost(&self) -> RooflineModel {
-        RooflineModel::new(self.gpu.clone(), ModelShape::from_qwen3(&self.model))
-    }
-}
-
-impl Backend for SimBackend {
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            mode: "sim",
-            cost_model: "roofline (datasheet)".into(),
-            gpu: Some(self.gpu.clone()),
-            model: DEFAULT_MODEL.into(),
+impl Default for BackendSpec {
+    fn default() -> Self {
+        Self {
+            cost: CostSource::Default(DEFAULT_GPU.into()),
+            model: ModelChoice::Preset(DEFAULT_MODEL.into()),
+            runner: RunnerKind::default(),
+            weights_seed: 0,
+            engine: EngineConfig::default(),
         }
     }
+}
 
-    fn vocab(&self) -> u32 {
-        // Regular tokens only: a real run on the same script must not feed
-        // the special (control) tokens above them.
-        let size = u32::try_from(self.model.vocab_size).unwrap_or(u32::MAX);
-        size.min(sim::workload::QWEN3_REGULAR_VOCAB)
-    }
+/// The backends `mode` runs on, in order (`both`: real, then sim), with the
+/// default model and runner.
+pub fn make_backends(mode: Mode, cost: &CostSource) -> Result<Vec<Box<dyn Backend>>, BackendError> {
+    build_backends(
+        mode,
+        &BackendSpec {
+            cost: cost.clone(),
+            ..BackendSpec::default()
+        },
+    )
+}
 
-    fn parallel_conditions(&self) -> bool {
-        true
+/// The backends `mode` runs on, in order (`both`: real, then sim). The real
+/// runner is built (and warmed up) here, so a missing GPU fails before any
+/// file is written. In `both` mode the sim side draws prompts from the same
+/// vocabulary and gets the same KV-cache size as the real runner, so both
+/// run identical scripts through identical schedulers.
+pub fn build_backends(
+    mode: Mode,
+    spec: &BackendSpec,
+) -> Result<Vec<Box<dyn Backend>>, BackendError> {
+    let model = LoadedModel::config_only(&spec.model)?;
+    let cost = cost::resolve(&spec.cost, &model)?;
+    if mode == Mode::Sim {
+        return Ok(vec![Box::new(SimBackend::new(cost, &model, None))]);
     }
-
-    fn kv_blocks(&self, engine_cfg: &EngineConfig) -> Option<usize> {
-        Some(
-            engine_cfg
-                .num_gpu_blocks
-                .unwrap_or_else(|| self.cost().kv_cache_blocks(engine_cfg)),
-        )
+    let weights = model.weights(spec.weights_seed)?;
+    let label = model.weights_label(spec.weights_seed);
+    let real = RealBackend::new(
+        spec.runner,
+        model.clone(),
+        weights,
+        &spec.engine,
+        &cost,
+        label,
+    )?;
+    let capacity = real.capacity();
+    let mut out: Vec<Box<dyn Backend>> = vec![Box::new(real)];
+    if mode == Mode::Both {
+        out.push(Box::new(SimBackend::new(cost, &model, capacity)));
     }
-
-    fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
-        let blocks = self.kv_blocks(engine_cfg).unwrap_or(0);
-        let runner = SimRunner::new(Arc::new(self.cost()), blocks);
-        let mut engines = vec![EngineCore::new(engine_cfg.clone(), runner)?];
-        let mut workload = ScriptWorkload::new(script.clone());
-        let mut clock = VirtualClock::new();
-        Ok(sim::run(&mut engines, &mut clock, &mut workload)?)
-    }
+    Ok(out)
 }

@@ -2,12 +2,14 @@
 //!
 //! Contract: `exp list` names the experiments; `exp show NAME` lists the keys
 //! `--set` accepts with their defaults; `exp run NAME --mode sim ...` runs
-//! one. Settings apply in order: experiment defaults, `--config FILE.ron`,
-//! then each `--set key=value`. Every failure is an error whose message
+//! one (`--mode real|sim|both`); `exp calibrate` fits a cost profile;
+//! `exp validate` runs everything in both modes. Settings apply in order:
+//! experiment defaults, `--config FILE.ron`, then each `--set key=value`. Every failure is an error whose message
 //! names the problem (experiment, key, value, file position).
 
-use crate::backend::{make_backends, Backend, CostSource, Mode, DEFAULT_GPU};
+use crate::backend::{build_backends, Backend, Mode};
 use crate::catalogue::{self, Experiment};
+use crate::cli_args::{CostArgs, RunnerArgs};
 use crate::config_file;
 use crate::driver::{run_experiment, RunOptions};
 use crate::settings::ENGINE_KEYS;
@@ -49,12 +51,10 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// GPU from the datasheet table (sim mode cost model).
-        #[arg(long, conflicts_with = "profile")]
-        gpu: Option<String>,
-        /// Calibrated cost profile (RON) instead of a datasheet GPU.
-        #[arg(long)]
-        profile: Option<PathBuf>,
+        #[command(flatten)]
+        cost: CostArgs,
+        #[command(flatten)]
+        runner: RunnerArgs,
         /// RON file of settings, applied before --set.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -65,6 +65,10 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Measure the real runner over a grid of batches and fit a cost profile.
+    Calibrate(crate::calibrate::CalibrateArgs),
+    /// Run every experiment in real and sim mode and write validation.csv.
+    Validate(crate::validate::ValidateArgs),
 }
 
 fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
@@ -124,6 +128,8 @@ where
         }
     };
     match cli.command {
+        Command::Calibrate(args) => crate::calibrate::run(&args)?,
+        Command::Validate(args) => crate::validate::run(&args)?,
         Command::List => list(),
         Command::Show { name } => show(find(&name)?)?,
         Command::Run {
@@ -131,8 +137,8 @@ where
             mode,
             out,
             seed,
-            gpu,
-            profile,
+            cost,
+            runner,
             config,
             set,
             quiet,
@@ -150,11 +156,8 @@ where
                 ModeArg::Sim => Mode::Sim,
                 ModeArg::Both => Mode::Both,
             };
-            let cost = match profile {
-                Some(p) => CostSource::Profile(p),
-                None => CostSource::Datasheet(gpu.unwrap_or_else(|| DEFAULT_GPU.to_string())),
-            };
-            let backends = make_backends(mode, &cost)?;
+            let spec = runner.spec(&cost, &settings.engine)?;
+            let backends = build_backends(mode, &spec)?;
             let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
             let opts = RunOptions { out, seed, quiet };
             let output = run_experiment(exp, &settings, &backends, &opts)

@@ -4,12 +4,15 @@
 //! each condition's script and seed are fixed by the plan, so results do not
 //! depend on the thread count or order. Writes `DIR/NAME/<mode>/summary.csv`,
 //! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`;
-//! with two backends (real, then sim) also `DIR/NAME/compare.csv`.
+//! with two backends (real, then sim) also `DIR/NAME/compare.csv`. A backend
+//! with a step predictor (real mode) gets a `predicted_ms` column in
+//! `steps.csv`: the cost model's price of each measured step's batch.
 
 use crate::backend::{Backend, BackendError};
 use crate::catalogue::{Condition, Experiment, ExperimentError, Report};
 use crate::output::{self, ConditionMeta, Meta};
 use crate::settings::Settings;
+use crate::table::Table;
 use crate::{charts, compare};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -51,6 +54,11 @@ pub struct RunOutput {
     pub files: Vec<PathBuf>,
     /// The last mode's report.
     pub report: Report,
+    /// `compare.csv`'s table, when two modes ran.
+    pub compare: Option<Table>,
+    /// |predicted − measured| / measured in percent, for every step of every
+    /// condition of a backend with a step predictor (real mode).
+    pub step_errors_pct: Vec<f64>,
 }
 
 fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), DriverError> {
@@ -75,26 +83,37 @@ fn progress(n: usize, quiet: bool, name: &str) -> ProgressBar {
     bar
 }
 
-/// Runs every condition of `conditions` on `backend`, in condition order.
+fn run_one(
+    backend: &dyn Backend,
+    c: &Condition,
+    bar: &ProgressBar,
+) -> Result<RunRecords, DriverError> {
+    let r = backend
+        .run(&c.engine, &c.script)
+        .map_err(|error| DriverError::Backend {
+            label: c.label.clone(),
+            error,
+        });
+    bar.inc(1);
+    r
+}
+
+/// Runs every condition of `conditions` on `backend`, in condition order
+/// (at once when the backend allows it, else one after another).
 pub fn run_conditions(
     backend: &dyn Backend,
     conditions: &[Condition],
     bar: &ProgressBar,
 ) -> Result<Vec<RunRecords>, DriverError> {
-    let one = |c: &Condition| {
-        let r = backend
-            .run(&c.engine, &c.script)
-            .map_err(|error| DriverError::Backend {
-                label: c.label.clone(),
-                error,
-            });
-        bar.inc(1);
-        r
-    };
-    if backend.parallel_conditions() {
-        conditions.par_iter().map(one).collect()
-    } else {
-        conditions.iter().map(one).collect()
+    match backend.as_parallel() {
+        Some(parallel) => conditions
+            .par_iter()
+            .map(|c| run_one(parallel, c, bar))
+            .collect(),
+        None => conditions
+            .iter()
+            .map(|c| run_one(backend, c, bar))
+            .collect(),
     }
 }
 
@@ -137,10 +156,14 @@ pub fn run_experiment(
     let exp_dir = opts.out.join(exp.name());
     let mut files = Vec::new();
     let mut results = Vec::new();
+    let mut step_errors_pct = Vec::new();
     for backend in backends {
         let bar = progress(0, opts.quiet, exp.name());
         let evaluation = evaluate(exp, settings, *backend, opts.seed, &bar)?;
         bar.finish_and_clear();
+        if let Some(predictor) = backend.step_predictor() {
+            step_errors_pct.extend(output::step_errors_pct(&evaluation.runs, predictor));
+        }
         let info = backend.info();
         let dir = exp_dir.join(info.mode);
         files.extend(write_mode_files(
@@ -153,15 +176,23 @@ pub fn run_experiment(
         )?);
         results.push((info.mode, dir, evaluation.report));
     }
+    let mut compared = None;
     if let [(_, _, real), (_, _, sim)] = results.as_slice() {
         let table = compare::compare(&real.summary, &sim.summary, sim.key_columns);
         write(exp_dir.join("compare.csv"), &table.to_csv(), &mut files)?;
+        compared = Some(table);
     }
     files.extend(draw_charts(&results, &exp_dir)?);
     let (_, dir, report) = results
         .pop()
         .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
-    Ok(RunOutput { dir, files, report })
+    Ok(RunOutput {
+        dir,
+        files,
+        report,
+        compare: compared,
+        step_errors_pct,
+    })
 }
 
 /// `summary.csv`, `requests.csv`, `steps.csv` and `meta.ron` of one mode.
@@ -199,7 +230,8 @@ fn write_mode_files(
     };
     let requests = output::requests_csv(&labelled).map_err(io_err("requests.csv"))?;
     write(dir.join("requests.csv"), &requests, &mut files)?;
-    let steps = output::steps_csv(&labelled).map_err(io_err("steps.csv"))?;
+    let steps = output::steps_csv_predicted(&labelled, backend.step_predictor())
+        .map_err(io_err("steps.csv"))?;
     write(dir.join("steps.csv"), &steps, &mut files)?;
     let meta = Meta {
         experiment: exp.name(),

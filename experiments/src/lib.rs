@@ -1,17 +1,22 @@
 //! servetwin's experiments and the `exp` command-line tool.
 //!
-//! Layout: [`catalogue`] holds the five experiments of EXPERIMENTS.md, each a
-//! plan of conditions (engine settings + seeded [`script`]) and a summary of
-//! their records; [`backend`] runs a condition (sim now; real mode plugs in
-//! behind the same trait); [`driver`] runs all conditions in parallel and
-//! writes `summary.csv`, `requests.csv`, `steps.csv`, `meta.ron` and the
-//! [`charts`]; [`settings`] and [`config_file`] turn `--set key=value` and
-//! RON files into validated settings; [`cli`] is the `exp` front end.
+//! Layout: [`catalogue`] holds the five experiments of EXPERIMENTS.md and the
+//! validation workload `poisson_mix`, each a plan of conditions (engine
+//! settings + seeded [`script`]) and a summary of their records; [`backend`]
+//! runs a condition (sim: virtual clock and a cost model; real: wall clock
+//! and a CPU or CUDA runner); [`driver`] runs the conditions (in parallel when
+//! simulated) and writes `summary.csv`, `requests.csv`, `steps.csv`,
+//! `meta.ron` and the [`charts`]; [`settings`] and [`config_file`] turn
+//! `--set key=value` and RON files into validated settings; [`cli`] is the
+//! `exp` front end, with [`calibrate`] (`exp calibrate`) and [`validate`]
+//! (`exp validate`).
 
 pub mod backend;
+pub mod calibrate;
 pub mod catalogue;
 pub mod charts;
 pub mod cli;
+pub mod cli_args;
 pub mod compare;
 pub mod config_file;
 pub mod driver;
@@ -20,5 +25,6 @@ pub mod script;
 pub mod settings;
 pub mod stats;
 pub mod table;
+pub mod validate;
 
 pub use cli::run_cli;

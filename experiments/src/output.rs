@@ -13,7 +13,7 @@ use crate::settings::Settings;
 use crate::table::csv_field;
 use engine::EngineConfig;
 use serde::Serialize;
-use sim::RunRecords;
+use sim::{CostModel, RunRecords};
 use std::fmt::Write as _;
 
 /// Prefixes every line of one condition's CSV with its label (header: `condition`).
@@ -68,6 +68,45 @@ pub fn steps_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
     combine(runs, |buf, records| {
         sim::records::write_steps_csv(buf, &records.steps)
     })
+}
+
+/// `steps.csv` with a trailing `predicted_ms` column (the step's batch priced
+/// by `predictor`) when a predictor is given.
+pub fn steps_csv_predicted(
+    runs: &[(String, &RunRecords)],
+    predictor: Option<&dyn CostModel>,
+) -> std::io::Result<String> {
+    let Some(predictor) = predictor else {
+        return steps_csv(runs);
+    };
+    combine(runs, |buf, records| {
+        let mut plain = Vec::new();
+        sim::records::write_steps_csv(&mut plain, &records.steps)?;
+        let text = String::from_utf8_lossy(&plain);
+        for (i, line) in text.lines().enumerate() {
+            buf.extend_from_slice(line.as_bytes());
+            match i.checked_sub(1).and_then(|s| records.steps.get(s)) {
+                None if i == 0 => buf.extend_from_slice(b",predicted_ms"),
+                None => buf.push(b','),
+                Some(step) => {
+                    let ms = predictor.step_seconds(&step.shape) * 1e3;
+                    buf.extend_from_slice(format!(",{ms:.6}").as_bytes());
+                }
+            }
+            buf.push(b'\n');
+        }
+        Ok(())
+    })
+}
+
+/// |predicted − measured| / measured in percent for every step (of positive
+/// measured duration) of every run.
+pub fn step_errors_pct(runs: &[RunRecords], predictor: &dyn CostModel) -> Vec<f64> {
+    runs.iter()
+        .flat_map(|r| &r.steps)
+        .filter(|s| s.duration_s > 0.0)
+        .map(|s| (predictor.step_seconds(&s.shape) - s.duration_s).abs() / s.duration_s * 100.0)
+        .collect()
 }
 
 #[derive(Debug, Serialize)]

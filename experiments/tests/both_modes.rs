@@ -24,9 +24,6 @@ impl Backend for StandIn {
     fn vocab(&self) -> u32 {
         self.0.vocab()
     }
-    fn parallel_conditions(&self) -> bool {
-        false
-    }
     fn kv_blocks(&self, engine: &EngineConfig) -> Option<usize> {
         self.0.kv_blocks(engine)
     }

@@ -114,14 +114,22 @@ fn malformed_ron_reports_line_and_column() {
 }
 
 #[test]
-fn real_mode_and_profiles_fail_clearly() {
-    let msg = error_of(&["run", "cb_sweep", "--mode", "real"]);
-    assert!(msg.contains("real mode needs the issue-5 runner"), "{msg}");
-    let msg = error_of(&["run", "cb_sweep", "--mode", "both"]);
-    assert!(msg.contains("issue-5"), "{msg}");
-    let msg = error_of(&["run", "cb_sweep", "--profile", "p.ron"]);
+fn bad_profiles_models_and_gpus_fail_naming_them() {
+    let out = scratch("cli-bad-profile");
+    let missing = out.join("missing.ron");
+    let msg = error_of(&["run", "cb_sweep", "--profile", missing.to_str().unwrap()]);
+    assert!(msg.contains("missing.ron"), "{msg}");
+    let garbage = out.join("garbage.ron");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(&garbage, "CostProfile(provenance: 3").unwrap();
+    let msg = error_of(&["run", "cb_sweep", "--profile", garbage.to_str().unwrap()]);
     assert!(
-        msg.contains("calibrated profiles are not supported yet"),
+        msg.contains("garbage.ron") && msg.contains("line 1"),
+        "{msg}"
+    );
+    let msg = error_of(&["run", "cb_sweep", "--model", "no-such-model"]);
+    assert!(
+        msg.contains("no-such-model") && msg.contains("tiny"),
         "{msg}"
     );
     let msg = error_of(&["run", "cb_sweep", "--gpu", "gtx-9999"]);

@@ -1,14 +1,16 @@
-//! The experiment catalogue (EXPERIMENTS.md) and the interface each implements.
+//! The experiment catalogue (EXPERIMENTS.md, plus `poisson_mix`, the
+//! validation workload) and the interface each implements.
 //!
 //! Contract: an [`Experiment`] turns settings and a seed into conditions
 //! (engine settings + a seeded script each, condition `i` seeded from
 //! `(seed, i)`), and turns the records of those conditions into a summary
 //! table and charts. It never runs anything itself, so the same plan runs on
-//! any backend (sim now, real later) and in any order or thread.
+//! any backend (sim or real) and in any order or thread.
 
 mod cb_sweep;
 mod chunk_sweep;
 mod load;
+mod poisson_mix;
 mod prefix_cache;
 mod salt_isolation;
 mod timing_leak;
@@ -86,6 +88,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &prefix_cache::PrefixCache,
         &salt_isolation::SaltIsolation,
         &timing_leak::TimingLeak,
+        &poisson_mix::PoissonMix,
     ]
 }
 

@@ -1,0 +1,395 @@
+//! The real model runners behind one type, built for the largest engine
+//! settings they must serve.
+//!
+//! Contract: [`build`] makes a CPU or CUDA runner for [`RunnerLimits`] and
+//! warms it up (CUDA: see [`warm_up`]; every CUDA graph is captured before
+//! anything is measured). A runner serves any engine whose settings its limits
+//! [cover](RunnerLimits::covers); engines borrow it through [`Lent`], so its
+//! weights and KV cache outlive each condition's `EngineCore` (stale KV
+//! contents are never read: a fresh engine's prefix cache is empty).
+
+use super::BackendError;
+use calibration::measure::time_shape;
+use engine::model::{Qwen3Config, Qwen3Weights};
+use engine::runner::cpu::CpuRunner;
+use engine::SeqShape;
+use engine::{BatchShape, EngineConfig, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
+
+/// KV cache of the CPU runner (f32) when the engine does not fix its size.
+pub const CPU_KV_BUDGET_BYTES: usize = 256 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerKind {
+    Cpu,
+    Cuda,
+}
+
+impl Default for RunnerKind {
+    /// CUDA when this binary has it, else CPU.
+    fn default() -> Self {
+        if cfg!(feature = "cuda") {
+            Self::Cuda
+        } else {
+            Self::Cpu
+        }
+    }
+}
+
+impl RunnerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+        }
+    }
+}
+
+/// The engine settings a runner is sized for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerLimits {
+    pub block_size: usize,
+    pub max_num_seqs: usize,
+    /// Also covers chunking off (a whole `max_model_len` prompt in one step).
+    pub max_num_batched_tokens: usize,
+    pub max_model_len: usize,
+    pub num_gpu_blocks: Option<usize>,
+    pub gpu_memory_utilization: f64,
+}
+
+impl RunnerLimits {
+    pub fn for_engine(e: &EngineConfig) -> Self {
+        Self {
+            block_size: e.block_size,
+            max_num_seqs: e.max_num_seqs,
+            max_num_batched_tokens: e.max_num_batched_tokens.max(e.max_model_len),
+            max_model_len: e.max_model_len,
+            num_gpu_blocks: e.num_gpu_blocks,
+            gpu_memory_utilization: e.gpu_memory_utilization,
+        }
+    }
+
+    /// Whether a runner with these limits and `capacity` KV blocks can serve `e`.
+    pub fn covers(&self, e: &EngineConfig, capacity: usize) -> bool {
+        self.block_size == e.block_size
+            && e.max_num_seqs <= self.max_num_seqs
+            && e.max_num_batched_tokens <= self.max_num_batched_tokens
+            && e.max_model_len <= self.max_model_len
+            && match e.num_gpu_blocks {
+                Some(n) => n <= capacity,
+                None => {
+                    self.num_gpu_blocks.is_none()
+                        && e.gpu_memory_utilization == self.gpu_memory_utilization
+                }
+            }
+    }
+
+    /// Limits that serve both what these served and `e`.
+    pub fn grown(&self, e: &EngineConfig) -> Self {
+        let new = Self::for_engine(e);
+        Self {
+            block_size: new.block_size,
+            max_num_seqs: self.max_num_seqs.max(new.max_num_seqs),
+            max_num_batched_tokens: self.max_num_batched_tokens.max(new.max_num_batched_tokens),
+            max_model_len: self.max_model_len.max(new.max_model_len),
+            num_gpu_blocks: new.num_gpu_blocks,
+            gpu_memory_utilization: new.gpu_memory_utilization,
+        }
+    }
+
+    /// CPU KV blocks (null block included): as fixed, else room for
+    /// `max_num_seqs` full-length sequences within [`CPU_KV_BUDGET_BYTES`],
+    /// never less than one full-length sequence.
+    pub fn cpu_kv_blocks(&self, config: &Qwen3Config) -> usize {
+        if let Some(n) = self.num_gpu_blocks {
+            return n;
+        }
+        let per_seq = self.max_model_len.div_ceil(self.block_size.max(1));
+        let block_bytes = 2 * config.num_hidden_layers * config.kv_size() * self.block_size * 4;
+        let budget = CPU_KV_BUDGET_BYTES / block_bytes.max(1);
+        (self.max_num_seqs * per_seq).min(budget).max(per_seq) + 1
+    }
+}
+
+pub enum AnyRunner {
+    Cpu(Box<CpuRunner>),
+    #[cfg(feature = "cuda")]
+    Cuda(Box<engine::runner::cuda::CudaRunner>),
+}
+
+impl AnyRunner {
+    /// `cpu` or the GPU's name as the driver reports it.
+    pub fn device_name(&self) -> String {
+        match self {
+            Self::Cpu(_) => format!("cpu ({} threads)", rayon::current_num_threads()),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(r) => r.device_name().to_string(),
+        }
+    }
+}
+
+impl ModelRunner for AnyRunner {
+    fn num_kv_blocks(&self) -> usize {
+        match self {
+            Self::Cpu(r) => r.num_kv_blocks(),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(r) => r.num_kv_blocks(),
+        }
+    }
+
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        match self {
+            Self::Cpu(r) => r.execute(batch),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(r) => r.execute(batch),
+        }
+    }
+}
+
+/// A runner lent to one `EngineCore` for one condition.
+pub struct Lent<'a>(pub &'a mut AnyRunner);
+
+impl ModelRunner for Lent<'_> {
+    fn num_kv_blocks(&self) -> usize {
+        self.0.num_kv_blocks()
+    }
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        self.0.execute(batch)
+    }
+}
+
+/// Builds and warms up a runner of `kind` for `limits`.
+pub fn build(
+    kind: RunnerKind,
+    config: &Qwen3Config,
+    weights: &Qwen3Weights,
+    limits: &RunnerLimits,
+) -> Result<AnyRunner, BackendError> {
+    let runner_err = |error| BackendError::Runner {
+        backend: kind.name(),
+        error,
+    };
+    let mut runner = match kind {
+        RunnerKind::Cpu => AnyRunner::Cpu(Box::new(
+            CpuRunner::new(
+                config.clone(),
+                weights,
+                limits.cpu_kv_blocks(config),
+                limits.block_size,
+            )
+            .map_err(runner_err)?,
+        )),
+        #[cfg(feature = "cuda")]
+        RunnerKind::Cuda => {
+            use engine::runner::cuda::{CudaRunner, CudaRunnerConfig};
+            let rc = CudaRunnerConfig {
+                block_size: limits.block_size,
+                num_gpu_blocks: limits.num_gpu_blocks,
+                gpu_memory_utilization: limits.gpu_memory_utilization,
+                max_num_seqs: limits.max_num_seqs,
+                max_num_batched_tokens: limits.max_num_batched_tokens,
+                max_model_len: limits.max_model_len,
+                use_cuda_graphs: true,
+                device_ordinal: 0,
+            };
+            let mut cuda = CudaRunner::new(config, weights, &rc).map_err(runner_err)?;
+            // Every decode graph captured up front; warm_up below then
+            // launches each once along with the eager paths.
+            cuda.warm_up_graphs().map_err(runner_err)?;
+            AnyRunner::Cuda(Box::new(cuda))
+        }
+        #[cfg(not(feature = "cuda"))]
+        RunnerKind::Cuda => return Err(BackendError::BackendNotBuilt("cuda".into())),
+    };
+    if kind == RunnerKind::Cuda {
+        warm_up(&mut runner, limits).map_err(|e| BackendError::WarmUp {
+            backend: kind.name(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(runner)
+}
+
+/// Prefills of every power-of-two size up to the largest step, alone and
+/// over a cached context, a mixed batch, then one decode-only batch of every
+/// size up to `max_num_seqs` (each graph bucket is captured on first use).
+/// Known gap (H200, Nov 2026): the first step of each *new* prefill token
+/// count still costs extra (a 1,184-token chunk over 2,048 cached tokens:
+/// 16.6 ms the first time, 8.8 ms after; not module loading, since
+/// `CUDA_MODULE_LOADING=EAGER` changes nothing), so the ladder cannot cover
+/// every size; experiments whose first measured request has a new size
+/// (prefix_cache and salt_isolation round 1) show it.
+pub fn warm_up<R: ModelRunner>(
+    runner: &mut R,
+    limits: &RunnerLimits,
+) -> Result<(), calibration::MeasureError> {
+    let bs = limits.block_size;
+    let longest = limits.max_model_len.saturating_sub(1).max(1);
+    let max_prefill = limits.max_num_batched_tokens.min(longest);
+    let seq = |new_tokens: usize, context: usize, samples: bool| SeqShape {
+        new_tokens: new_tokens as u32,
+        context_before: context as u32,
+        samples,
+    };
+    let mut shapes = Vec::new();
+    let mut t = 16;
+    while t < max_prefill {
+        shapes.push(vec![seq(t, 0, true)]);
+        let context = WARM_UP_CONTEXT.min(longest.saturating_sub(t));
+        if context > 0 {
+            shapes.push(vec![seq(t, context, true)]);
+        }
+        t *= 2;
+    }
+    shapes.push(vec![seq(max_prefill, 0, true)]);
+    // Context of one block less one token: each decode needs a single block.
+    let context = bs.saturating_sub(1).max(1);
+    let riders = WARM_UP_MIXED_DECODES.min(limits.max_num_seqs.saturating_sub(1));
+    let mut mixed = vec![seq(1, context, true); riders];
+    mixed.push(seq(max_prefill.saturating_sub(riders).max(1), 0, false));
+    shapes.push(mixed);
+    for b in 1..=limits.max_num_seqs {
+        shapes.push(vec![seq(1, context, true); b]);
+    }
+    for seqs in shapes {
+        time_shape(runner, &BatchShape { seqs }, bs, 0, 1)?;
+    }
+    Ok(())
+}
+
+/// Cached context of the warm-up's prefill chunks.
+const WARM_UP_CONTEXT: usize = 1024;
+/// Decodes riding along the warm-up's mixed batch.
+const WARM_UP_MIXED_DECODES: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_cover_smaller_settings_and_chunking_off() {
+        let base = EngineConfig::default();
+        let limits = RunnerLimits::for_engine(&base);
+        assert!(limits.covers(&base, 1000));
+        let off = EngineConfig {
+            enable_chunked_prefill: false,
+            max_num_batched_tokens: base.max_model_len,
+            ..base.clone()
+        };
+        assert!(
+            limits.covers(&off, 1000),
+            "chunking off fits the same runner"
+        );
+        let fewer = EngineConfig {
+            max_num_seqs: 1,
+            ..base.clone()
+        };
+        assert!(limits.covers(&fewer, 1000));
+        let more = EngineConfig {
+            max_num_seqs: 512,
+            max_num_batched_tokens: 8192,
+            ..base.clone()
+        };
+        assert!(!limits.covers(&more, 1000));
+        let grown = limits.grown(&more);
+        assert!(grown.covers(&more, 1000) && grown.covers(&base, 1000));
+        let fixed = |n| EngineConfig {
+            num_gpu_blocks: Some(n),
+            ..base.clone()
+        };
+        assert!(limits.covers(&fixed(1000), 1000));
+        assert!(!limits.covers(&fixed(1001), 1000));
+        let util = EngineConfig {
+            gpu_memory_utilization: 0.5,
+            ..base.clone()
+        };
+        assert!(
+            !limits.covers(&util, 1000),
+            "another memory share sizes another cache"
+        );
+        let blocks = EngineConfig {
+            block_size: 32,
+            ..base
+        };
+        assert!(!limits.covers(&blocks, 1000));
+    }
+
+    #[test]
+    fn cpu_kv_blocks_fixed_budgeted_and_at_least_one_sequence() {
+        let tiny = Qwen3Config::tiny();
+        let small = RunnerLimits::for_engine(&EngineConfig {
+            max_model_len: 256,
+            max_num_batched_tokens: 256,
+            max_num_seqs: 4,
+            ..EngineConfig::default()
+        });
+        assert_eq!(
+            small.cpu_kv_blocks(&tiny),
+            4 * 16 + 1,
+            "room for every sequence"
+        );
+        let fixed = RunnerLimits {
+            num_gpu_blocks: Some(77),
+            ..small.clone()
+        };
+        assert_eq!(fixed.cpu_kv_blocks(&tiny), 77);
+        let qwen = Qwen3Config::qwen3_0_6b();
+        let big = RunnerLimits::for_engine(&EngineConfig::default());
+        let blocks = big.cpu_kv_blocks(&qwen);
+        let per_seq = 4096 / 16;
+        let block_bytes = 2 * 28 * qwen.kv_size() * 16 * 4;
+        assert!(blocks > per_seq, "one full-length sequence fits");
+        assert!(
+            (blocks - 1) * block_bytes <= CPU_KV_BUDGET_BYTES.max(per_seq * block_bytes),
+            "{blocks} blocks"
+        );
+    }
+
+    #[test]
+    fn cuda_is_the_default_only_when_built_in() {
+        let expected = if cfg!(feature = "cuda") {
+            RunnerKind::Cuda
+        } else {
+            RunnerKind::Cpu
+        };
+        assert_eq!(RunnerKind::default(), expected);
+    }
+
+    #[test]
+    fn warm_up_runs_a_prefill_and_every_decode_batch_size() {
+        /// (sequences, tokens, context of the first sequence) of each batch.
+        struct Counting(Vec<(usize, usize, usize)>);
+        impl ModelRunner for Counting {
+            fn num_kv_blocks(&self) -> usize {
+                10_000
+            }
+            fn execute(&mut self, b: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+                self.0
+                    .push((b.seqs.len(), b.num_tokens(), b.seqs[0].start_pos));
+                let sampled = b.seqs.iter().filter(|s| s.samples).map(|_| 1).collect();
+                Ok(RunnerOutput {
+                    sampled,
+                    modeled_seconds: None,
+                })
+            }
+        }
+        let limits = RunnerLimits::for_engine(&EngineConfig {
+            max_num_seqs: 8,
+            max_model_len: 128,
+            max_num_batched_tokens: 64,
+            ..EngineConfig::default()
+        });
+        let mut r = Counting(Vec::new());
+        warm_up(&mut r, &limits).unwrap();
+        // The runner must take a whole max_model_len prompt (chunking off):
+        // prefills of 16, 32, 64 tokens alone and over context, the largest
+        // (127), a mixed batch of 7 decodes + a 120-token chunk, then
+        // decode-only batches of 1..=8.
+        let mut expected = vec![];
+        for t in [16, 32, 64] {
+            expected.extend([(1, t, 0), (1, t, 127 - t)]);
+        }
+        expected.extend([(1, 127, 0), (8, 127, 15)]);
+        expected.extend((1..=8).map(|b| (b, b, 15)));
+        assert_eq!(r.0, expected);
+    }
+}

@@ -1,0 +1,391 @@
+//! poisson_mix: a validation workload not used for fitting.
+//!
+//! Open loop: after the warm-up request finishes, requests arrive as a
+//! Poisson process at each rate (one condition per rate). Prompt and output
+//! lengths are log-uniform in their ranges (many short, some long); a share
+//! of the prompts starts with one of a small pool of shared prefixes, so the
+//! prefix cache gets hits. The first `skip` requests are a warm-up and are
+//! left out; metrics are over the rest: output throughput (output tokens over
+//! first arrival to last completion), TTFT and ITL percentiles, end-to-end
+//! latency, prompt tokens found cached, preemptions.
+
+use super::{at_least, condition, ms, tagged, Condition, Experiment, ExperimentError, Report};
+use crate::charts::ChartSpec;
+use crate::script::{condition_seed, Gate, ScriptBuilder};
+use crate::settings::{ParamKind, ParamSpec, Settings};
+use crate::stats::{median, percentile};
+use crate::table::{Cell, Table};
+use rand::Rng;
+use sim::RunRecords;
+
+pub struct PoissonMix;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "rates",
+        kind: ParamKind::CountList,
+        default: "10,40",
+        help: "arrival rates swept (requests per second)",
+    },
+    ParamSpec {
+        key: "requests",
+        kind: ParamKind::Count,
+        default: "200",
+        help: "requests per rate, the first `skip` of them a warm-up",
+    },
+    ParamSpec {
+        key: "skip",
+        kind: ParamKind::Count,
+        default: "20",
+        help: "first requests left out of the metrics",
+    },
+    ParamSpec {
+        key: "prompt_min",
+        kind: ParamKind::Count,
+        default: "64",
+        help: "shortest prompt (log-uniform lengths)",
+    },
+    ParamSpec {
+        key: "prompt_max",
+        kind: ParamKind::Count,
+        default: "3000",
+        help: "longest prompt",
+    },
+    ParamSpec {
+        key: "output_min",
+        kind: ParamKind::Count,
+        default: "16",
+        help: "fewest output tokens (log-uniform)",
+    },
+    ParamSpec {
+        key: "output_max",
+        kind: ParamKind::Count,
+        default: "256",
+        help: "most output tokens",
+    },
+    ParamSpec {
+        key: "prefixes",
+        kind: ParamKind::Count,
+        default: "4",
+        help: "shared prefixes in the pool",
+    },
+    ParamSpec {
+        key: "prefix_tokens",
+        kind: ParamKind::Count,
+        default: "1024",
+        help: "length of each shared prefix",
+    },
+    ParamSpec {
+        key: "shared_pct",
+        kind: ParamKind::Count,
+        default: "30",
+        help: "percent of prompts that start with a pool prefix",
+    },
+];
+
+const COLUMNS: &[&str] = &[
+    "rate_rps",
+    "throughput_tok_s",
+    "ttft_median_ms",
+    "ttft_p99_ms",
+    "itl_median_ms",
+    "itl_p99_ms",
+    "e2e_median_ms",
+    "cached_tokens",
+    "preemptions",
+    "measured_requests",
+];
+
+const SKIP_TAG: &str = "skip";
+const MIX_TAG: &str = "mix";
+
+struct Shape {
+    requests: usize,
+    skip: usize,
+    prompt: (usize, usize),
+    output: (usize, usize),
+    prefixes: usize,
+    prefix_tokens: usize,
+    shared_pct: usize,
+}
+
+fn range(
+    settings: &Settings,
+    lo: &'static str,
+    hi: &'static str,
+) -> Result<(usize, usize), ExperimentError> {
+    let (a, b) = (at_least(settings, lo, 1)?, at_least(settings, hi, 1)?);
+    if a > b {
+        return Err(ExperimentError::BadParameter {
+            key: hi,
+            message: format!("{b} is below {lo} = {a}"),
+        });
+    }
+    Ok((a, b))
+}
+
+impl Shape {
+    fn new(settings: &Settings) -> Result<Self, ExperimentError> {
+        let s = Self {
+            requests: at_least(settings, "requests", 2)?,
+            skip: settings.count("skip")?,
+            prompt: range(settings, "prompt_min", "prompt_max")?,
+            output: range(settings, "output_min", "output_max")?,
+            prefixes: at_least(settings, "prefixes", 1)?,
+            prefix_tokens: at_least(settings, "prefix_tokens", 1)?,
+            shared_pct: settings.count("shared_pct")?.min(100),
+        };
+        if s.skip >= s.requests {
+            return Err(ExperimentError::BadParameter {
+                key: "skip",
+                message: format!(
+                    "{} leaves none of the {} requests measured",
+                    s.skip, s.requests
+                ),
+            });
+        }
+        let longest = s.prompt.1 + s.output.1;
+        if longest > settings.engine.max_model_len {
+            return Err(ExperimentError::BadParameter {
+                key: "prompt_max",
+                message: format!(
+                    "prompt_max + output_max = {longest} exceeds max_model_len = {}",
+                    settings.engine.max_model_len
+                ),
+            });
+        }
+        Ok(s)
+    }
+}
+
+/// Log-uniform integer in `lo..=hi`.
+fn log_uniform(rng: &mut impl Rng, (lo, hi): (usize, usize)) -> usize {
+    let (a, b) = ((lo as f64).ln(), (hi as f64 + 1.0).ln());
+    let x = rng.random_range(a..b).exp().floor() as usize;
+    x.clamp(lo, hi)
+}
+
+fn script(shape: &Shape, rate: f64, seed: u64, vocab: u32) -> ScriptBuilder {
+    let mut b = ScriptBuilder::new(seed, vocab);
+    let pool: Vec<Vec<u32>> = (0..shape.prefixes)
+        .map(|_| b.random_tokens(shape.prefix_tokens))
+        .collect();
+    let warm = b.warmup();
+    let mut t = 0.0;
+    for i in 0..shape.requests {
+        let u: f64 = b.rng().random();
+        t += -(1.0 - u).ln() / rate;
+        let len = log_uniform(b.rng(), shape.prompt);
+        let output = log_uniform(b.rng(), shape.output);
+        let shared = b.rng().random_range(0..100) < shape.shared_pct;
+        let prompt = if shared && len > shape.prefix_tokens {
+            let k = b.rng().random_range(0..pool.len());
+            let mut p = pool[k].clone();
+            p.extend(b.random_tokens(len - shape.prefix_tokens));
+            p
+        } else {
+            b.random_tokens(len)
+        };
+        let tag = if i < shape.skip { SKIP_TAG } else { MIX_TAG };
+        let gate = Gate::After {
+            deps: vec![warm],
+            delay_s: t,
+        };
+        b.push(tag, prompt, output, None, gate);
+    }
+    b
+}
+
+struct Metrics {
+    throughput: f64,
+    ttft: (Option<f64>, Option<f64>),
+    itl: (Option<f64>, Option<f64>),
+    e2e: Option<f64>,
+    cached: usize,
+    preemptions: usize,
+    measured: usize,
+}
+
+fn metrics(rec: &RunRecords, label: &str) -> Result<Metrics, ExperimentError> {
+    let reqs = tagged(rec, MIX_TAG);
+    let incomplete = |message: String| ExperimentError::Incomplete {
+        label: label.to_string(),
+        message,
+    };
+    let mut last = f64::NEG_INFINITY;
+    for r in &reqs {
+        last = last.max(
+            r.finish_s
+                .ok_or_else(|| incomplete(format!("request {} unfinished", r.id)))?,
+        );
+    }
+    let first = reqs
+        .iter()
+        .map(|r| r.arrival_s)
+        .reduce(f64::min)
+        .ok_or_else(|| incomplete("no measured request".into()))?;
+    let tokens: usize = reqs.iter().map(|r| r.output_tokens()).sum();
+    let ttfts: Vec<f64> = reqs.iter().filter_map(|r| r.ttft_s()).map(ms).collect();
+    let itls: Vec<f64> = reqs.iter().flat_map(|r| r.itls_s()).map(ms).collect();
+    let e2e: Vec<f64> = reqs
+        .iter()
+        .filter_map(|r| r.finish_s.map(|f| ms(f - r.arrival_s)))
+        .collect();
+    Ok(Metrics {
+        throughput: if last > first {
+            tokens as f64 / (last - first)
+        } else {
+            f64::NAN
+        },
+        ttft: (median(&ttfts), percentile(&ttfts, 99.0)),
+        itl: (median(&itls), percentile(&itls, 99.0)),
+        e2e: median(&e2e),
+        cached: reqs.iter().map(|r| r.cached_tokens).sum(),
+        preemptions: reqs.iter().map(|r| r.preemptions).sum(),
+        measured: reqs.len(),
+    })
+}
+
+impl Experiment for PoissonMix {
+    fn name(&self) -> &'static str {
+        "poisson_mix"
+    }
+
+    fn description(&self) -> &'static str {
+        "validation load: Poisson arrivals, prompts 64-3,000 and outputs 16-256 tokens, shared prefixes"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError> {
+        let shape = Shape::new(settings)?;
+        let mut out = Vec::new();
+        for rate in settings.counts("rates")? {
+            let seed = condition_seed(seed, out.len());
+            let b = script(&shape, rate as f64, seed, vocab);
+            let label = format!("rate={rate}");
+            out.push(condition(label, settings.engine.clone(), b.build(), seed)?);
+        }
+        Ok(out)
+    }
+
+    fn summarize(
+        &self,
+        settings: &Settings,
+        conditions: &[Condition],
+        runs: &[RunRecords],
+    ) -> Result<Report, ExperimentError> {
+        let rates = settings.counts("rates")?;
+        let mut table = Table::new(COLUMNS);
+        let (mut names, mut ttft, mut ttft99, mut itl99) = (vec![], vec![], vec![], vec![]);
+        for ((rate, cond), rec) in rates.iter().zip(conditions).zip(runs) {
+            let m = metrics(rec, &cond.label)?;
+            table.push(vec![
+                Cell::int(*rate),
+                Cell::num(Some(m.throughput)),
+                Cell::num(m.ttft.0),
+                Cell::num(m.ttft.1),
+                Cell::num(m.itl.0),
+                Cell::num(m.itl.1),
+                Cell::num(m.e2e),
+                Cell::int(m.cached),
+                Cell::int(m.preemptions),
+                Cell::int(m.measured),
+            ]);
+            let x = names.len() as f64;
+            names.push(rate.to_string());
+            let nan = f64::NAN;
+            ttft.push((x, m.ttft.0.unwrap_or(nan)));
+            ttft99.push((x, m.ttft.1.unwrap_or(nan)));
+            itl99.push((x, m.itl.1.unwrap_or(nan)));
+        }
+        let chart = ChartSpec::new(
+            "poisson_mix_latency",
+            "poisson_mix: latency vs arrival rate",
+            "arrival rate (requests/s)",
+            "time (ms)",
+        )
+        .categories(&names)
+        .series("median TTFT", ttft)
+        .series("TTFT p99", ttft99)
+        .series("ITL p99", itl99);
+        Ok(Report {
+            summary: table,
+            key_columns: 1,
+            charts: vec![chart],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::default_settings;
+    use crate::script::WARMUP_TAG;
+
+    fn settings(sets: &[&str]) -> Settings {
+        let mut s = default_settings(&PoissonMix).unwrap();
+        for kv in sets {
+            s.set_arg(kv).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn poisson_arrivals_with_lengths_in_range_and_shared_prefixes() {
+        let s = settings(&["rates=20", "requests=400", "skip=40"]);
+        let conds = PoissonMix.plan(&s, 9, 1000).unwrap();
+        assert_eq!(conds.len(), 1);
+        let reqs = &conds[0].script.requests;
+        assert_eq!(reqs.len(), 401);
+        assert_eq!(reqs[0].tag, WARMUP_TAG);
+        let mut last = 0.0;
+        let mut delays = Vec::new();
+        for r in &reqs[1..] {
+            assert!((64..=3000).contains(&r.prompt.len()), "{}", r.prompt.len());
+            assert!((16..=256).contains(&r.max_tokens));
+            let Gate::After { deps, delay_s } = &r.gate else {
+                panic!("arrivals follow the warm-up")
+            };
+            assert_eq!(deps, &vec![0]);
+            assert!(*delay_s >= last);
+            delays.push(delay_s - last);
+            last = *delay_s;
+        }
+        let mean = delays.iter().sum::<f64>() / delays.len() as f64;
+        assert!((mean - 0.05).abs() < 0.01, "mean gap {mean} s at 20 req/s");
+        assert_eq!(reqs.iter().filter(|r| r.tag == SKIP_TAG).count(), 40);
+        let heads: std::collections::HashSet<&[u32]> = reqs[1..]
+            .iter()
+            .filter(|r| r.prompt.len() > 1024)
+            .map(|r| &r.prompt[..1024])
+            .collect();
+        let long = reqs[1..].iter().filter(|r| r.prompt.len() > 1024).count();
+        assert!(heads.len() < long, "some long prompts share a pool prefix");
+        assert!(heads.len() > 4, "not all of them do");
+        let short = reqs[1..].iter().filter(|r| r.prompt.len() < 300).count();
+        assert!(short > long / 2, "log-uniform lengths favour short prompts");
+    }
+
+    #[test]
+    fn impossible_settings_are_rejected() {
+        let too_long = settings(&["prompt_max=4000"]);
+        let e = PoissonMix.plan(&too_long, 0, 100).unwrap_err();
+        assert!(e.to_string().contains("max_model_len"), "{e}");
+        let e = PoissonMix
+            .plan(&settings(&["requests=10", "skip=10"]), 0, 100)
+            .unwrap_err();
+        assert!(e.to_string().contains("skip"), "{e}");
+        let e = PoissonMix
+            .plan(&settings(&["output_min=300"]), 0, 100)
+            .unwrap_err();
+        assert!(e.to_string().contains("output_max"), "{e}");
+    }
+}

@@ -1,0 +1,78 @@
+//! Command-line options shared by `exp run`, `exp calibrate` and `exp validate`.
+//!
+//! Contract: `--backend cpu|cuda` (default: cuda when built with
+//! `--features cuda`, else cpu), `--model PRESET|DIR` (default
+//! `qwen3-0.6b`), `--weights-seed N` (synthetic weights of presets),
+//! `--gpu NAME` and `--profile FILE.ron` pick the sim cost model (see
+//! `backend::cost`): a profile is used as measured, or transferred to `--gpu`
+//! when both are given; without a profile the shipped H200 profile applies
+//! when it exists and the model has Qwen3-0.6B's shape, else the roofline.
+
+use crate::backend::{BackendError, BackendSpec, CostSource, ModelChoice, RunnerKind};
+use crate::backend::{DEFAULT_GPU, DEFAULT_MODEL};
+use clap::{Args, ValueEnum};
+use engine::EngineConfig;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BackendArg {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CostArgs {
+    /// GPU from the datasheet table (sim cost model; a --profile is transferred to it).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Calibrated cost profile (RON) as the sim cost model.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+}
+
+impl CostArgs {
+    pub fn source(&self) -> CostSource {
+        match (&self.profile, &self.gpu) {
+            (Some(p), Some(g)) => CostSource::ProfileOn(p.clone(), g.clone()),
+            (Some(p), None) => CostSource::Profile(p.clone()),
+            (None, g) => CostSource::Default(g.clone().unwrap_or_else(|| DEFAULT_GPU.into())),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunnerArgs {
+    /// Real-mode runner (default: cuda when built with --features cuda, else cpu).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+    /// Model preset (qwen3-0.6b, tiny) or Hugging Face directory (config.json + safetensors).
+    #[arg(long, default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// Seed of the synthetic weights of a preset model.
+    #[arg(long, default_value_t = 0)]
+    pub weights_seed: u64,
+}
+
+impl RunnerArgs {
+    pub fn kind(&self) -> RunnerKind {
+        match self.backend {
+            Some(BackendArg::Cpu) => RunnerKind::Cpu,
+            Some(BackendArg::Cuda) => RunnerKind::Cuda,
+            None => RunnerKind::default(),
+        }
+    }
+
+    pub fn spec(
+        &self,
+        cost: &CostArgs,
+        engine: &EngineConfig,
+    ) -> Result<BackendSpec, BackendError> {
+        Ok(BackendSpec {
+            cost: cost.source(),
+            model: ModelChoice::parse(&self.model)?,
+            runner: self.kind(),
+            weights_seed: self.weights_seed,
+            engine: engine.clone(),
+        })
+    }
+}
