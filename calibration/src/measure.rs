@@ -51,7 +51,7 @@ impl Grid {
             decode_batches: vec![1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256],
             decode_contexts: vec![64, 300, 1024, 3000],
             prefill_tokens: vec![16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096],
-            prefill_cached: vec![0, 1024, 3000],
+            prefill_cached: vec![0, 512, 1024, 2048, 3000],
             mixed: vec![
                 (64, 1),
                 (256, 1),

@@ -10,7 +10,7 @@
 
 use crate::features::{
     features, DECODE_KV, DECODE_SEQ, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES,
-    PREFILL_PAIRS, PREFILL_SEQ,
+    PREFILL_KEYS, PREFILL_PAIRS, PREFILL_SEQ,
 };
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};
@@ -90,6 +90,10 @@ pub struct CostProfile {
     pub decode_s_per_seq: f64,
     pub prefill_s_per_qk_pair: f64,
     pub prefill_s_per_seq: f64,
+    /// Per key a prefill chunk reads (context + new tokens); absent in
+    /// profiles written before this term existed.
+    #[serde(default)]
+    pub prefill_s_per_key: f64,
 }
 
 impl CostProfile {
@@ -121,6 +125,7 @@ impl CostProfile {
             decode_s_per_seq: c[DECODE_SEQ],
             prefill_s_per_qk_pair: c[PREFILL_PAIRS],
             prefill_s_per_seq: c[PREFILL_SEQ],
+            prefill_s_per_key: c[PREFILL_KEYS],
         }
     }
 
@@ -139,6 +144,7 @@ impl CostProfile {
         c[DECODE_SEQ] = self.decode_s_per_seq;
         c[PREFILL_PAIRS] = self.prefill_s_per_qk_pair;
         c[PREFILL_SEQ] = self.prefill_s_per_seq;
+        c[PREFILL_KEYS] = self.prefill_s_per_key;
         c
     }
 
@@ -182,6 +188,7 @@ impl CostProfile {
             ("decode_s_per_seq", self.decode_s_per_seq),
             ("prefill_s_per_qk_pair", self.prefill_s_per_qk_pair),
             ("prefill_s_per_seq", self.prefill_s_per_seq),
+            ("prefill_s_per_key", self.prefill_s_per_key),
         ];
         let knots = self
             .dense

@@ -7,7 +7,8 @@
 //!   the roofline `max(weight bytes / bandwidth, FLOPs / peak FLOP/s)` at each
 //!   knot's token count, so a knot that was memory bound scales with bandwidth
 //!   and a compute-bound one with FLOP/s. Decode attention (KV bytes read)
-//!   scales with bandwidth; prefill attention (query-key pairs) with FLOP/s.
+//!   scales with bandwidth; prefill attention with FLOP/s for its query-key
+//!   pairs and with bandwidth for the keys it reads.
 //! - Fixed per-step and per-sequence costs (host work, kernel launches, graph
 //!   replay) are kept as time, not scaled: they depend on the host and the
 //!   launch path more than on the GPU's datasheet.
@@ -22,7 +23,7 @@ use sim::{GpuSpec, ModelShape};
 pub const ASSUMPTIONS: &str =
     "GPU-bound terms keep the efficiency measured against the source GPU's \
 roofline (dense layers and LM head: max(bytes/bandwidth, FLOPs/peak) per knot; decode attention: \
-bandwidth; prefill attention: FLOP/s); fixed per-step and per-sequence overheads are kept as time; \
+bandwidth; prefill attention: FLOP/s for query-key pairs, bandwidth for keys read); fixed per-step and per-sequence overheads are kept as time; \
 cache sizes, power-limited clocks and architecture-specific kernels are not modelled.";
 
 /// Weight bytes and FLOPs per token of the dense (non-embedding, non-LM-head) layers.
@@ -66,6 +67,7 @@ pub fn transfer(measured: &CostProfile, target: &GpuSpec) -> CostProfile {
     out.lm_head = scale_knots(&measured.lm_head, from, target, lm_work(&measured.model));
     out.decode_s_per_kv_token *= bandwidth_ratio;
     out.prefill_s_per_qk_pair *= flops_ratio;
+    out.prefill_s_per_key *= bandwidth_ratio;
     if from != target {
         out.provenance.method = format!(
             "transferred from {} ({}) to {}",
