@@ -86,7 +86,11 @@ impl EngineConfig {
     /// Rejects settings no engine could run with.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.block_size == 0 {
-            return Err(invalid("block_size", 0, "use a positive block size (16 is vLLM's default)"));
+            return Err(invalid(
+                "block_size",
+                0,
+                "use a positive block size (16 is vLLM's default)",
+            ));
         }
         if self.max_model_len == 0 {
             return Err(invalid("max_model_len", 0, "use a positive length"));
@@ -122,7 +126,10 @@ impl EngineConfig {
             return Err(invalid(
                 "long_prefill_token_threshold",
                 self.long_prefill_token_threshold,
-                format!("must be <= max_model_len ({}); 0 disables it", self.max_model_len),
+                format!(
+                    "must be <= max_model_len ({}); 0 disables it",
+                    self.max_model_len
+                ),
             ));
         }
         if !(self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0) {

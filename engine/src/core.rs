@@ -4,10 +4,14 @@
 //! `add_request` / `abort`; `step()` schedules one batch, runs it, updates the
 //! requests and reports everything that happened in a [`StepOutcome`].
 //! No clock is read here: the caller (sim's event loop) owns time.
+//! If the runner fails, `step()` returns its error with the step's blocks
+//! allocated but no tokens advanced; the engine should then be dropped.
 
 use crate::config::{ConfigError, EngineConfig};
-use crate::request::{FinishReason, Request, RequestError, RequestId};
-use crate::runner::{BatchShape, ModelRunner, RunnerError};
+use crate::kv_cache::{BlockId, KvCacheManager};
+use crate::request::{FinishReason, Request, RequestError, RequestId, RequestStatus};
+use crate::runner::{BatchShape, ModelRunner, RunnerError, ScheduledSeq};
+use crate::scheduler::Scheduler;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -30,8 +34,12 @@ pub struct StepOutcome {
     pub finished: Vec<(RequestId, FinishReason)>,
     pub preempted: Vec<RequestId>,
     /// Requests admitted from the waiting queue this step, with the prompt
-    /// tokens they found in the prefix cache.
+    /// tokens they found in the prefix cache. First admissions only; see
+    /// `readmitted` for preempted requests coming back.
     pub admitted: Vec<(RequestId, usize)>,
+    /// Preempted requests admitted again this step, with the tokens (prompt
+    /// and earlier outputs) they found in the prefix cache.
+    pub readmitted: Vec<(RequestId, usize)>,
     /// KV blocks held by requests after the step (null block excluded).
     pub kv_blocks_used: usize,
     /// Step time predicted by the runner's cost model (simulated runner only).
@@ -39,46 +47,137 @@ pub struct StepOutcome {
 }
 
 pub struct EngineCore<R: ModelRunner> {
-    _config: EngineConfig,
-    _runner: R,
+    config: EngineConfig,
+    runner: R,
+    scheduler: Scheduler,
+    /// Allocation reused by every step's `ScheduledBatch::seqs`.
+    seq_buffer: Vec<ScheduledSeq<'static>>,
+}
+
+/// Reuses a vector's allocation for another lifetime of the same element type
+/// (the in-place `collect` keeps the buffer since the layouts are identical).
+// `filter_map` is what changes the lifetime; `filter` could not.
+#[allow(clippy::unnecessary_filter_map)]
+fn recycle<'a, 'b>(mut seqs: Vec<ScheduledSeq<'a>>) -> Vec<ScheduledSeq<'b>> {
+    seqs.clear();
+    seqs.into_iter().filter_map(|_| None).collect()
 }
 
 impl<R: ModelRunner> EngineCore<R> {
     /// Builds an engine; the KV pool has `config.num_gpu_blocks` blocks if set,
     /// else `runner.num_kv_blocks()`.
-    pub fn new(_config: EngineConfig, _runner: R) -> Result<Self, EngineError> {
-        todo!("issue 2")
+    pub fn new(config: EngineConfig, runner: R) -> Result<Self, EngineError> {
+        config.validate()?;
+        let num_blocks = config
+            .num_gpu_blocks
+            .unwrap_or_else(|| runner.num_kv_blocks());
+        config.validate_num_blocks(num_blocks)?;
+        Ok(Self {
+            scheduler: Scheduler::new(config.clone(), num_blocks),
+            config,
+            runner,
+            seq_buffer: Vec::new(),
+        })
     }
-    pub fn add_request(&mut self, _request: Request) -> Result<(), RequestError> {
-        todo!("issue 2")
+
+    /// Queues a request; rejects one that can never run (empty prompt,
+    /// `max_tokens` 0, prompt + `max_tokens` > `max_model_len`, an id that an
+    /// unfinished request already has).
+    pub fn add_request(&mut self, request: Request) -> Result<(), RequestError> {
+        self.scheduler.add_request(request)
     }
+
     /// Frees everything the request holds; `Unknown` if it is not unfinished.
-    pub fn abort(&mut self, _id: RequestId) -> Result<(), RequestError> {
-        todo!("issue 2")
+    pub fn abort(&mut self, id: RequestId) -> Result<(), RequestError> {
+        self.scheduler.abort(id)
     }
+
+    /// Schedules one batch, runs it and applies the sampled tokens.
     pub fn step(&mut self) -> Result<StepOutcome, EngineError> {
-        todo!("issue 2")
+        let mut outcome = StepOutcome::default();
+        let plan = self.scheduler.schedule();
+        outcome.preempted.extend_from_slice(&plan.preempted);
+        outcome.admitted.extend_from_slice(&plan.admitted);
+        outcome.readmitted.extend_from_slice(&plan.readmitted);
+        if !plan.seqs.is_empty() {
+            let batch = self
+                .scheduler
+                .batch(recycle(std::mem::take(&mut self.seq_buffer)));
+            outcome.shape = batch.shape();
+            let result = self.runner.execute(&batch);
+            self.seq_buffer = recycle(batch.seqs);
+            let output = result?;
+            outcome.modeled_seconds = output.modeled_seconds;
+            self.scheduler.update(&output.sampled, &mut outcome)?;
+        }
+        outcome.kv_blocks_used = self.scheduler.kv_cache().num_used_blocks();
+        Ok(outcome)
     }
+
     pub fn has_unfinished(&self) -> bool {
-        todo!("issue 2")
+        self.scheduler.num_unfinished() > 0
     }
     pub fn num_running(&self) -> usize {
-        todo!("issue 2")
+        self.scheduler.num_running()
     }
     pub fn num_waiting(&self) -> usize {
-        todo!("issue 2")
+        self.scheduler.num_waiting()
     }
     /// Prefix-cache counters: (queried prompt tokens, hit tokens).
     pub fn prefix_cache_stats(&self) -> (u64, u64) {
-        todo!("issue 2")
+        self.scheduler.kv_cache().stats()
     }
     pub fn config(&self) -> &EngineConfig {
-        &self._config
+        &self.config
     }
     pub fn runner(&self) -> &R {
-        &self._runner
+        &self.runner
     }
     pub fn runner_mut(&mut self) -> &mut R {
-        &mut self._runner
+        &mut self.runner
+    }
+
+    // Read-only introspection, for tests, records and experiments.
+
+    /// The KV-cache manager (block pool, reference counts, counters).
+    pub fn kv_cache(&self) -> &KvCacheManager {
+        self.scheduler.kv_cache()
+    }
+    /// Blocks not held by any request (null block excluded).
+    pub fn num_free_blocks(&self) -> usize {
+        self.scheduler.kv_cache().num_free_blocks()
+    }
+    /// Block table of an unfinished request (empty while it waits).
+    pub fn block_table(&self, id: RequestId) -> Option<&[BlockId]> {
+        Some(self.scheduler.request(id)?.blocks.table())
+    }
+    /// Prompt followed by the outputs so far, of an unfinished request.
+    pub fn request_tokens(&self, id: RequestId) -> Option<&[u32]> {
+        Some(&self.scheduler.request(id)?.tokens)
+    }
+    /// Tokens of an unfinished request whose K/V is in its blocks.
+    pub fn num_computed_tokens(&self, id: RequestId) -> Option<usize> {
+        Some(self.scheduler.request(id)?.num_computed_tokens)
+    }
+    /// Status of an unfinished request (finished requests are forgotten).
+    pub fn request_status(&self, id: RequestId) -> Option<RequestStatus> {
+        Some(self.scheduler.request(id)?.status)
+    }
+    /// Times an unfinished request was preempted.
+    pub fn num_preemptions(&self, id: RequestId) -> Option<u32> {
+        Some(self.scheduler.request(id)?.num_preemptions)
+    }
+    /// Running requests in admission order (the order preemption reverses).
+    pub fn running_ids(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.scheduler.running_ids()
+    }
+    /// Waiting requests, front of the queue first.
+    pub fn waiting_ids(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.scheduler.waiting_ids()
+    }
+    /// Forgets every cached block hash; refused (false) while any block is
+    /// held, as in vLLM.
+    pub fn reset_prefix_cache(&mut self) -> bool {
+        self.scheduler.kv_cache_mut().reset_prefix_cache()
     }
 }

@@ -18,6 +18,7 @@ pub mod model;
 pub mod request;
 pub mod runner;
 pub mod scheduler;
+pub mod testing;
 
 pub use config::{ConfigError, EngineConfig, HashAlgo};
 pub use core::{EngineCore, EngineError, StepOutcome};

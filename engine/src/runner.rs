@@ -92,7 +92,11 @@ impl BatchShape {
         self.seqs.len() - self.num_decodes()
     }
     pub fn prefill_tokens(&self) -> usize {
-        self.seqs.iter().filter(|s| !s.is_decode()).map(|s| s.new_tokens as usize).sum()
+        self.seqs
+            .iter()
+            .filter(|s| !s.is_decode())
+            .map(|s| s.new_tokens as usize)
+            .sum()
     }
     pub fn num_sampled(&self) -> usize {
         self.seqs.iter().filter(|s| s.samples).count()

@@ -1,4 +1,4 @@
-//! `exp`: run named experiments (work in progress).
+//! `exp`: run named experiments (see `exp list`).
 fn main() -> anyhow::Result<()> {
-    Ok(())
+    experiments::run_cli(std::env::args_os())
 }

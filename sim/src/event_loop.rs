@@ -1,5 +1,28 @@
 //! The one event loop shared by real and simulated runs.
+//!
+//! Contract ([`run`]):
+//! - Arrivals due at or before the clock's time join their engine before that
+//!   engine's next step; an arrival that falls during a step waits for it to
+//!   end, as in a real engine loop.
+//! - Each engine has its own timeline: the loop always handles the earliest
+//!   event (an arrival, or the moment an engine with work is free), so on a
+//!   virtual clock several engines run side by side; on the wall clock they
+//!   take turns. When no engine has work, the clock waits for the next arrival.
+//! - A step's record starts when the step starts and lasts as the clock says
+//!   (the cost model's time on a virtual clock, the measured time on the wall
+//!   clock). Every token of the step, and every finish, is stamped at the
+//!   step's end, and finished requests are reported to the workload then.
+//! - Steps that schedule nothing are not recorded; an engine with unfinished
+//!   requests that schedules nothing twice in a row is stuck, and the run
+//!   fails naming those requests ([`RunError::Stuck`]).
 
+mod queue;
+
+use crate::clock::Clock;
+use crate::records::{RequestRecord, RunRecords, StepRecord};
+use crate::workload::{Arrival, Workload};
+use engine::{EngineCore, FinishReason, ModelRunner, RequestError, RequestId, StepOutcome};
+use queue::{ArrivalQueue, RecordIndex};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -8,4 +31,296 @@ pub enum RunError {
     Engine(#[from] engine::EngineError),
     #[error(transparent)]
     Request(#[from] engine::RequestError),
+    #[error("request {id} is for engine {engine}, but the run has {engines} engine(s)")]
+    NoSuchEngine {
+        id: u64,
+        engine: usize,
+        engines: usize,
+    },
+    #[error(
+        "engine {engine} scheduled nothing in two steps in a row while requests {requests:?} \
+         are unfinished; the KV cache is probably too small for them"
+    )]
+    Stuck { engine: usize, requests: Vec<u64> },
+    #[error("engine {engine} reported request {id}, which the run never sent it")]
+    UnknownRequest { engine: usize, id: u64 },
+}
+
+/// Settings of a run that are not the engines' or the workload's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Keep every step's full [`engine::BatchShape`] in its record (needed to
+    /// re-price a run with another cost model; costs memory on long runs).
+    pub record_step_shapes: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            record_step_shapes: true,
+        }
+    }
+}
+
+/// Runs `workload` through `engines` on `clock` until every request has
+/// finished, with the default [`RunOptions`].
+pub fn run<R: ModelRunner, C: Clock>(
+    engines: &mut [EngineCore<R>],
+    clock: &mut C,
+    workload: &mut dyn Workload,
+) -> Result<RunRecords, RunError> {
+    run_with(engines, clock, workload, &RunOptions::default())
+}
+
+/// [`run`] with explicit options.
+pub fn run_with<R: ModelRunner, C: Clock>(
+    engines: &mut [EngineCore<R>],
+    clock: &mut C,
+    workload: &mut dyn Workload,
+    options: &RunOptions,
+) -> Result<RunRecords, RunError> {
+    let mut state = LoopState::new(engines.len(), clock.now(), options.clone());
+    for arrival in workload.initial() {
+        state.enqueue(arrival)?;
+    }
+    loop {
+        let next_step = engines
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.has_unfinished())
+            .map(|(i, _)| (state.free_at[i], i))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        match (next_step, state.arrivals.next_time()) {
+            (None, None) => break,
+            (None, Some(t)) => state.deliver_at(t, engines, clock)?,
+            (Some((s, _)), Some(t)) if t <= s => state.deliver_at(t, engines, clock)?,
+            (Some((s, engine)), _) => {
+                state.deliver_at(s, engines, clock)?;
+                state.step(engine, &mut engines[engine], clock, workload)?;
+            }
+        }
+    }
+    let mut records = state.records;
+    for e in engines.iter() {
+        let (queries, hits) = e.prefix_cache_stats();
+        records.prefix_cache_queries += queries;
+        records.prefix_cache_hits += hits;
+    }
+    Ok(records)
+}
+
+struct LoopState {
+    options: RunOptions,
+    arrivals: ArrivalQueue,
+    /// When each engine is next free to start a step.
+    free_at: Vec<f64>,
+    empty_steps: Vec<u8>,
+    /// The time of the event being handled; never decreases.
+    event_time: f64,
+    records: RunRecords,
+    /// Engine of each request record.
+    engine_of: Vec<usize>,
+    index: RecordIndex,
+}
+
+impl LoopState {
+    fn new(num_engines: usize, start: f64, options: RunOptions) -> Self {
+        Self {
+            options,
+            arrivals: ArrivalQueue::default(),
+            free_at: vec![start; num_engines],
+            empty_steps: vec![0; num_engines],
+            event_time: start,
+            records: RunRecords::default(),
+            engine_of: Vec::new(),
+            index: RecordIndex::default(),
+        }
+    }
+
+    fn enqueue(&mut self, arrival: Arrival) -> Result<(), RunError> {
+        if arrival.engine >= self.free_at.len() {
+            return Err(RunError::NoSuchEngine {
+                id: arrival.request.id.0,
+                engine: arrival.engine,
+                engines: self.free_at.len(),
+            });
+        }
+        self.arrivals.push(arrival);
+        Ok(())
+    }
+
+    /// Moves the clock to the event at `t` and hands every arrival due by
+    /// then to its engine.
+    fn deliver_at<R: ModelRunner, C: Clock>(
+        &mut self,
+        t: f64,
+        engines: &mut [EngineCore<R>],
+        clock: &mut C,
+    ) -> Result<(), RunError> {
+        self.event_time = self.event_time.max(t);
+        clock.seek(self.event_time);
+        let now = clock.now();
+        while let Some(a) = self.arrivals.pop_due(now) {
+            let id = a.request.id.0;
+            let index = self.records.requests.len();
+            if !self.index.insert(id, index) {
+                return Err(RequestError::DuplicateId(RequestId(id)).into());
+            }
+            let record = RequestRecord {
+                id,
+                tag: a.tag,
+                arrival_s: a.request.arrival_time,
+                prompt_tokens: a.request.prompt_token_ids.len(),
+                max_tokens: a.request.max_tokens,
+                cached_tokens: 0,
+                preemptions: 0,
+                token_times_s: Vec::with_capacity(a.request.max_tokens),
+                finish_s: None,
+                finish_reason: "unfinished".to_string(),
+            };
+            engines[a.engine].add_request(a.request)?;
+            self.records.requests.push(record);
+            self.engine_of.push(a.engine);
+            self.free_at[a.engine] = self.free_at[a.engine].max(now);
+        }
+        Ok(())
+    }
+
+    fn record_index(&self, engine: usize, id: RequestId) -> Result<usize, RunError> {
+        self.index
+            .get(id.0)
+            .ok_or(RunError::UnknownRequest { engine, id: id.0 })
+    }
+
+    fn step<R: ModelRunner, C: Clock>(
+        &mut self,
+        engine_index: usize,
+        engine: &mut EngineCore<R>,
+        clock: &mut C,
+        workload: &mut dyn Workload,
+    ) -> Result<(), RunError> {
+        let start = clock.now();
+        let outcome = engine.step()?;
+        clock.step_finished(outcome.modeled_seconds);
+        let end = clock.now();
+        self.free_at[engine_index] = end;
+
+        if outcome.shape.seqs.is_empty() {
+            self.empty_steps[engine_index] += 1;
+            if self.empty_steps[engine_index] >= 2 && engine.has_unfinished() {
+                return Err(self.stuck(engine_index));
+            }
+            return Ok(());
+        }
+        self.empty_steps[engine_index] = 0;
+        let StepOutcome {
+            shape,
+            tokens,
+            finished,
+            preempted,
+            admitted,
+            kv_blocks_used,
+            ..
+        } = outcome;
+
+        let requests = &mut self.records.requests;
+        for (id, cached) in admitted {
+            let i = self.index.get(id.0);
+            let i = i.ok_or(RunError::UnknownRequest {
+                engine: engine_index,
+                id: id.0,
+            })?;
+            requests[i].cached_tokens = cached;
+        }
+        for id in preempted {
+            let i = self.index.get(id.0);
+            let i = i.ok_or(RunError::UnknownRequest {
+                engine: engine_index,
+                id: id.0,
+            })?;
+            requests[i].preemptions += 1;
+        }
+        for (id, _token) in &tokens {
+            let i = self.index.get(id.0);
+            let i = i.ok_or(RunError::UnknownRequest {
+                engine: engine_index,
+                id: id.0,
+            })?;
+            requests[i].token_times_s.push(end);
+        }
+        for &(id, reason) in &finished {
+            let i = self.record_index(engine_index, id)?;
+            let record = &mut self.records.requests[i];
+            record.finish_s = Some(end);
+            record.finish_reason = finish_reason(reason).to_string();
+        }
+        self.push_step(engine_index, start, end, shape, kv_blocks_used);
+        for (id, _) in finished {
+            for arrival in workload.on_finish(id.0, end) {
+                self.enqueue(arrival)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn push_step(
+        &mut self,
+        engine: usize,
+        start: f64,
+        end: f64,
+        shape: engine::BatchShape,
+        kv_blocks_used: usize,
+    ) {
+        let (mut context_tokens, mut max_context) = (0, 0);
+        let (mut prefill_seqs, mut prefill_tokens, mut scheduled_tokens) = (0, 0, 0);
+        for s in &shape.seqs {
+            let context = (s.context_before + s.new_tokens) as usize;
+            context_tokens += context;
+            max_context = max_context.max(context);
+            scheduled_tokens += s.new_tokens as usize;
+            if !s.is_decode() {
+                prefill_seqs += 1;
+                prefill_tokens += s.new_tokens as usize;
+            }
+        }
+        let decode_seqs = shape.seqs.len() - prefill_seqs;
+        let shape = if self.options.record_step_shapes {
+            shape
+        } else {
+            engine::BatchShape::default()
+        };
+        self.records.steps.push(StepRecord {
+            engine,
+            start_s: start,
+            duration_s: end - start,
+            scheduled_tokens,
+            prefill_seqs,
+            decode_seqs,
+            prefill_tokens,
+            context_tokens,
+            max_context,
+            kv_blocks_used,
+            shape,
+        });
+    }
+
+    fn stuck(&self, engine: usize) -> RunError {
+        let requests = self
+            .records
+            .requests
+            .iter()
+            .zip(&self.engine_of)
+            .filter(|(r, &e)| e == engine && r.finish_s.is_none())
+            .map(|(r, _)| r.id)
+            .collect();
+        RunError::Stuck { engine, requests }
+    }
+}
+
+fn finish_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Length => "length",
+        FinishReason::Stop => "stop",
+        FinishReason::Aborted => "aborted",
+    }
 }

@@ -15,9 +15,9 @@ pub mod sim_runner;
 pub mod workload;
 
 pub use clock::{Clock, VirtualClock, WallClock};
-pub use cost::{CostModel, ModelShape, RooflineModel};
-pub use event_loop::RunError;
+pub use cost::{CostModel, CostTerms, ModelShape, RooflineEfficiencies, RooflineModel};
+pub use event_loop::{run, run_with, RunError, RunOptions};
 pub use gpu::GpuSpec;
 pub use records::{RequestRecord, RunRecords, StepRecord};
 pub use sim_runner::SimRunner;
-pub use workload::{Arrival, Workload};
+pub use workload::{Arrival, Workload, WorkloadError};

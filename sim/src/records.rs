@@ -4,6 +4,12 @@
 //! Both modes write identical record types, so every difference between a
 //! real and a simulated run of the same workload is a cost-model error.
 
+mod csv;
+mod percentile;
+
+pub use csv::{write_requests_csv, write_steps_csv, REQUESTS_CSV_HEADER, STEPS_CSV_HEADER};
+pub use percentile::{median, percentile, percentile_sorted};
+
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +39,12 @@ impl RequestRecord {
     pub fn itls_s(&self) -> impl Iterator<Item = f64> + '_ {
         self.token_times_s.windows(2).map(|w| w[1] - w[0])
     }
+    pub fn output_tokens(&self) -> usize {
+        self.token_times_s.len()
+    }
+    pub fn is_finished(&self) -> bool {
+        self.finish_s.is_some()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,4 +73,23 @@ pub struct RunRecords {
     /// (queried prompt tokens, hit tokens) summed over engines.
     pub prefix_cache_queries: u64,
     pub prefix_cache_hits: u64,
+}
+
+impl RunRecords {
+    /// Output tokens of all requests.
+    pub fn output_tokens(&self) -> usize {
+        self.requests.iter().map(RequestRecord::output_tokens).sum()
+    }
+    /// The record of request `id`, if it arrived.
+    pub fn request(&self, id: u64) -> Option<&RequestRecord> {
+        self.requests.iter().find(|r| r.id == id)
+    }
+    /// Hit tokens / queried tokens of the prefix cache (0 when nothing was queried).
+    pub fn prefix_cache_hit_rate(&self) -> f64 {
+        if self.prefix_cache_queries == 0 {
+            0.0
+        } else {
+            self.prefix_cache_hits as f64 / self.prefix_cache_queries as f64
+        }
+    }
 }

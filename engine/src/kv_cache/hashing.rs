@@ -1,0 +1,213 @@
+//! Chained block hashes for the prefix cache.
+//!
+//! Contract: only *full* blocks are hashed. Block `i`'s hash covers the hash of
+//! block `i - 1` (a fixed seed for block 0), the block's `block_size` token ids
+//! and, for block 0 alone, the request's `cache_salt`. Because every hash
+//! chains over its parent, the salt separates every block of a salted request
+//! from every block of a request with another salt (or none), while a salt is
+//! hashed once per request rather than once per block. Two blocks have equal
+//! hashes only if their whole prefixes (and salts) are equal, up to collisions
+//! of the chosen [`HashAlgo`].
+
+use crate::config::HashAlgo;
+use sha2::{Digest, Sha256};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+/// A block's chained hash: 32 bytes of SHA-256, or 8 bytes of the fast hash
+/// followed by zeros.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct BlockHash(pub [u8; 32]);
+
+impl BlockHash {
+    /// Parent "hash" of block 0.
+    const SEED: BlockHash = BlockHash([0; 32]);
+
+    fn low_u64(&self) -> u64 {
+        let mut low = [0u8; 8];
+        low.copy_from_slice(&self.0[..8]);
+        u64::from_le_bytes(low)
+    }
+}
+
+impl Hash for BlockHash {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // The value is already a uniformly distributed hash; feed 8 bytes only.
+        state.write_u64(self.low_u64());
+    }
+}
+
+/// `Hasher` for maps keyed by [`BlockHash`]: passes the key's low 64 bits
+/// through instead of hashing a hash again.
+#[derive(Default)]
+pub struct PassThroughHasher(u64);
+
+impl Hasher for PassThroughHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached for keys other than BlockHash; fold them in so the
+        // hasher stays correct, if slow.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+/// `BuildHasher` for maps keyed by [`BlockHash`].
+pub type BlockHashBuilder = BuildHasherDefault<PassThroughHasher>;
+
+/// Hash of one full block. `parent` is `None` for block 0, whose hash alone
+/// takes the salt.
+pub fn hash_block(
+    algo: HashAlgo,
+    parent: Option<&BlockHash>,
+    tokens: &[u32],
+    salt: Option<&str>,
+) -> BlockHash {
+    let salt = if parent.is_none() { salt } else { None };
+    let parent = parent.unwrap_or(&BlockHash::SEED);
+    match algo {
+        HashAlgo::Sha256 => sha256_block(parent, tokens, salt),
+        HashAlgo::Fast => fast_block(parent, tokens, salt),
+    }
+}
+
+fn sha256_block(parent: &BlockHash, tokens: &[u32], salt: Option<&str>) -> BlockHash {
+    let mut hasher = Sha256::new();
+    hasher.update(parent.0);
+    for &t in tokens {
+        hasher.update(t.to_le_bytes());
+    }
+    // The tag byte keeps "no salt" apart from an empty salt; the token part has
+    // a fixed length, so nothing can be confused with the salt.
+    if let Some(salt) = salt {
+        hasher.update([1u8]);
+        hasher.update(salt.as_bytes());
+    }
+    BlockHash(hasher.finalize().into())
+}
+
+const FAST_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn fast_mix(state: u64, word: u64) -> u64 {
+    (state ^ word).wrapping_mul(FAST_MUL).rotate_left(29)
+}
+
+/// splitmix64's finalizer: spreads every input bit over the output.
+fn avalanche(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn fast_block(parent: &BlockHash, tokens: &[u32], salt: Option<&str>) -> BlockHash {
+    let mut h = fast_mix(0x2545_f491_4f6c_dd1d, parent.low_u64());
+    for pair in tokens.chunks(2) {
+        let word = u64::from(pair[0]) | (u64::from(*pair.get(1).unwrap_or(&u32::MAX)) << 32);
+        h = fast_mix(h, word);
+    }
+    if let Some(salt) = salt {
+        h = fast_mix(h, 1);
+        for chunk in salt.as_bytes().chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            h = fast_mix(h, u64::from_le_bytes(word));
+        }
+        h = fast_mix(h, salt.len() as u64);
+    }
+    let mut out = [0u8; 32];
+    out[..8].copy_from_slice(&avalanche(h).to_le_bytes());
+    BlockHash(out)
+}
+
+/// Extends `hashes` (the chained hashes of `tokens`' first full blocks) to
+/// cover `num_blocks` full blocks. `tokens` must hold at least
+/// `num_blocks * block_size` tokens.
+pub fn extend_block_hashes(
+    algo: HashAlgo,
+    block_size: usize,
+    tokens: &[u32],
+    salt: Option<&str>,
+    hashes: &mut Vec<BlockHash>,
+    num_blocks: usize,
+) {
+    debug_assert!(num_blocks * block_size <= tokens.len());
+    while hashes.len() < num_blocks {
+        let i = hashes.len();
+        let block = &tokens[i * block_size..(i + 1) * block_size];
+        let hash = hash_block(algo, hashes.last(), block, salt);
+        hashes.push(hash);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(algo: HashAlgo, tokens: &[u32], salt: Option<&str>) -> Vec<BlockHash> {
+        let mut hashes = Vec::new();
+        extend_block_hashes(algo, 4, tokens, salt, &mut hashes, tokens.len() / 4);
+        hashes
+    }
+
+    #[test]
+    fn salt_only_in_first_block() {
+        for algo in [HashAlgo::Sha256, HashAlgo::Fast] {
+            let tokens: Vec<u32> = (0..12).collect();
+            let plain = chain(algo, &tokens, None);
+            let salted = chain(algo, &tokens, Some("tenant-a"));
+            // Block 0 differs because of the salt; later blocks differ only
+            // through the chain: re-hashing block 1 on the salted parent
+            // without a salt gives the salted chain's block 1.
+            assert_ne!(plain[0], salted[0]);
+            assert_ne!(plain[1], salted[1]);
+            let rehashed = hash_block(algo, Some(&salted[0]), &tokens[4..8], Some("other"));
+            assert_eq!(rehashed, salted[1], "{algo:?}: salt must not enter block 1");
+            assert_eq!(
+                hash_block(algo, None, &tokens[..4], Some("tenant-a")),
+                salted[0]
+            );
+        }
+    }
+
+    #[test]
+    fn empty_salt_differs_from_no_salt_and_salts_differ() {
+        for algo in [HashAlgo::Sha256, HashAlgo::Fast] {
+            let tokens: Vec<u32> = (0..4).collect();
+            let none = hash_block(algo, None, &tokens, None);
+            let empty = hash_block(algo, None, &tokens, Some(""));
+            let a = hash_block(algo, None, &tokens, Some("a"));
+            let b = hash_block(algo, None, &tokens, Some("b"));
+            assert_ne!(none, empty);
+            assert_ne!(a, b);
+            assert_ne!(none, a);
+        }
+    }
+
+    #[test]
+    fn equal_prefixes_hash_equal_and_any_earlier_difference_propagates() {
+        for algo in [HashAlgo::Sha256, HashAlgo::Fast] {
+            let a: Vec<u32> = (0..16).collect();
+            let mut b = a.clone();
+            assert_eq!(chain(algo, &a, None), chain(algo, &b, None));
+            b[1] = 999;
+            let (ha, hb) = (chain(algo, &a, None), chain(algo, &b, None));
+            assert!(ha.iter().zip(&hb).all(|(x, y)| x != y), "{algo:?}");
+        }
+    }
+
+    #[test]
+    fn algorithms_differ() {
+        let tokens: Vec<u32> = (0..4).collect();
+        assert_ne!(
+            hash_block(HashAlgo::Sha256, None, &tokens, None),
+            hash_block(HashAlgo::Fast, None, &tokens, None)
+        );
+    }
+}

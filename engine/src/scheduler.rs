@@ -1,1 +1,0 @@
-//! vLLM v1 scheduling rules (see DESIGN.md "Scheduler semantics").

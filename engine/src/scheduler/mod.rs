@@ -1,0 +1,349 @@
+//! vLLM v1 scheduling rules (see DESIGN.md "Scheduler semantics").
+//!
+//! Contract: [`Scheduler::schedule`] picks one step's work under the token
+//! budget `max_num_batched_tokens`, then [`Scheduler::update`] applies the
+//! runner's sampled tokens. Pure logic: no clock, no I/O.
+//!
+//! - No prefill or decode phase: a request's `num_computed_tokens` catches up
+//!   with its tokens (prompt + outputs so far).
+//! - Running requests go first, in order; each takes
+//!   `min(remaining, long_prefill_token_threshold if > 0, budget left)` tokens
+//!   (never past `max_model_len`). If its blocks cannot be allocated, the last
+//!   running request (most recently admitted) is preempted by recompute:
+//!   blocks freed tail first, computed tokens reset to 0, pushed to the front
+//!   of the waiting queue. Repeat until the allocation fits or the request
+//!   preempted itself (then no further running request is served).
+//! - Waiting requests are admitted only if nothing was preempted this step, in
+//!   order, while fewer than `max_num_seqs` run and budget is left. A request
+//!   with no computed tokens first looks up its cached prefix. With chunked
+//!   prefill off, one that does not fit whole stops admission; one whose
+//!   blocks cannot be allocated stops admission (head of line).
+//! - Full blocks enter the prefix cache at allocation, before the forward
+//!   pass, so a request admitted later in the same step can hit them.
+//! - Hit counters count prompt tokens of first admissions and their cached
+//!   tokens; re-admissions of preempted requests are not counted.
+
+mod state;
+mod update;
+
+use state::RequestSlab;
+pub use state::RequestState;
+
+use crate::config::EngineConfig;
+use crate::kv_cache::{BlockId, KvCacheManager};
+use crate::request::{FinishReason, Request, RequestError, RequestId, RequestStatus};
+use crate::runner::{ScheduledBatch, ScheduledSeq};
+use std::collections::VecDeque;
+
+/// One sequence's share of the planned step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedSeq {
+    pub slot: u32,
+    pub num_new_tokens: usize,
+    /// The step computes the request's last known token, so it samples.
+    pub samples: bool,
+}
+
+/// What [`Scheduler::schedule`] decided; buffers are reused across steps.
+#[derive(Debug, Default)]
+pub struct StepPlan {
+    pub seqs: Vec<PlannedSeq>,
+    pub num_tokens: usize,
+    pub preempted: Vec<RequestId>,
+    /// First admissions, with their cached prompt tokens.
+    pub admitted: Vec<(RequestId, usize)>,
+    /// Re-admissions of preempted requests, with their cached tokens.
+    pub readmitted: Vec<(RequestId, usize)>,
+}
+
+impl StepPlan {
+    fn clear(&mut self) {
+        self.seqs.clear();
+        self.num_tokens = 0;
+        self.preempted.clear();
+        self.admitted.clear();
+        self.readmitted.clear();
+    }
+}
+
+#[derive(Debug)]
+pub struct Scheduler {
+    config: EngineConfig,
+    kv: KvCacheManager,
+    requests: RequestSlab,
+    /// Slots of running requests, in admission order.
+    running: Vec<u32>,
+    waiting: VecDeque<u32>,
+    plan: StepPlan,
+    hits: Vec<BlockId>,
+    finished_slots: Vec<u32>,
+}
+
+impl Scheduler {
+    /// `config` must have passed `validate()`; `num_blocks` includes the null block.
+    pub fn new(config: EngineConfig, num_blocks: usize) -> Self {
+        let kv = KvCacheManager::new(
+            num_blocks,
+            config.block_size,
+            config.enable_prefix_caching,
+            config.prefix_caching_hash_algo,
+        );
+        Self {
+            config,
+            kv,
+            requests: RequestSlab::default(),
+            running: Vec::new(),
+            waiting: VecDeque::new(),
+            plan: StepPlan::default(),
+            hits: Vec::new(),
+            finished_slots: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+    pub fn kv_cache(&self) -> &KvCacheManager {
+        &self.kv
+    }
+    pub fn kv_cache_mut(&mut self) -> &mut KvCacheManager {
+        &mut self.kv
+    }
+    /// The last [`schedule`](Self::schedule)'s decisions.
+    pub fn plan(&self) -> &StepPlan {
+        &self.plan
+    }
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+    /// Unfinished requests (running or waiting).
+    pub fn num_unfinished(&self) -> usize {
+        self.requests.len()
+    }
+    /// Ids of running requests, in admission order.
+    pub fn running_ids(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.running.iter().map(|&s| self.requests.at(s).id)
+    }
+    /// Ids of waiting requests, front first.
+    pub fn waiting_ids(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.waiting.iter().map(|&s| self.requests.at(s).id)
+    }
+    /// State of an unfinished request.
+    pub fn request(&self, id: RequestId) -> Option<&RequestState> {
+        self.requests.by_id(id)
+    }
+
+    /// Queues a request, rejecting one that can never run.
+    pub fn add_request(&mut self, request: Request) -> Result<(), RequestError> {
+        let id = request.id;
+        let prompt = request.prompt_token_ids.len();
+        if prompt == 0 {
+            return Err(RequestError::EmptyPrompt(id));
+        }
+        if request.max_tokens == 0 {
+            return Err(RequestError::NoOutput(id));
+        }
+        if prompt.saturating_add(request.max_tokens) > self.config.max_model_len {
+            return Err(RequestError::TooLong {
+                id,
+                prompt,
+                max_tokens: request.max_tokens,
+                max_model_len: self.config.max_model_len,
+            });
+        }
+        if self.requests.contains(id) {
+            return Err(RequestError::DuplicateId(id));
+        }
+        let slot = self.requests.insert(RequestState::new(request));
+        self.waiting.push_back(slot);
+        Ok(())
+    }
+
+    /// Removes an unfinished request and frees its blocks.
+    pub fn abort(&mut self, id: RequestId) -> Result<(), RequestError> {
+        let slot = self.requests.slot_of(id).ok_or(RequestError::Unknown(id))?;
+        if let Some(pos) = self.running.iter().position(|&s| s == slot) {
+            self.running.remove(pos);
+        } else if let Some(pos) = self.waiting.iter().position(|&s| s == slot) {
+            self.waiting.remove(pos);
+        }
+        self.finish(slot, FinishReason::Aborted);
+        if let Some(state) = self.requests.remove(slot) {
+            debug_assert!(state.blocks.table().is_empty());
+        }
+        Ok(())
+    }
+
+    /// Marks a request finished and frees its blocks; the caller removes it
+    /// from the queues and the slab.
+    fn finish(&mut self, slot: u32, reason: FinishReason) {
+        let state = self.requests.at_mut(slot);
+        state.status = RequestStatus::Finished(reason);
+        self.kv.free(&mut state.blocks);
+    }
+
+    /// Plans one step (see the module docs) and returns the plan.
+    pub fn schedule(&mut self) -> &StepPlan {
+        self.plan.clear();
+        let mut budget = self.config.max_num_batched_tokens;
+        self.schedule_running(&mut budget);
+        if self.plan.preempted.is_empty() {
+            self.schedule_waiting(&mut budget);
+        }
+        self.plan.num_tokens = self.config.max_num_batched_tokens - budget;
+        &self.plan
+    }
+
+    fn chunk(&self, remaining: usize, budget: usize) -> usize {
+        let threshold = self.config.long_prefill_token_threshold;
+        let capped = if threshold > 0 {
+            remaining.min(threshold)
+        } else {
+            remaining
+        };
+        capped.min(budget)
+    }
+
+    fn schedule_running(&mut self, budget: &mut usize) {
+        let mut index = 0;
+        while index < self.running.len() && *budget > 0 {
+            let slot = self.running[index];
+            let state = self.requests.at(slot);
+            let computed = state.num_computed_tokens;
+            let room = self.config.max_model_len.saturating_sub(computed);
+            let num_new = self.chunk(state.tokens.len() - computed, *budget).min(room);
+            if num_new == 0 {
+                index += 1;
+                continue;
+            }
+            let scheduled = loop {
+                let state = self.requests.at_mut(slot);
+                let salt = state.cache_salt.as_deref();
+                if self.kv.allocate_slots(
+                    &mut state.blocks,
+                    &state.tokens,
+                    salt,
+                    computed,
+                    num_new,
+                    &[],
+                ) {
+                    break true;
+                }
+                let Some(victim) = self.running.pop() else {
+                    break false;
+                };
+                self.preempt(victim);
+                if victim == slot {
+                    break false;
+                }
+            };
+            if !scheduled {
+                break;
+            }
+            let samples = computed + num_new == self.requests.at(slot).tokens.len();
+            self.plan.seqs.push(PlannedSeq {
+                slot,
+                num_new_tokens: num_new,
+                samples,
+            });
+            *budget -= num_new;
+            index += 1;
+        }
+    }
+
+    fn preempt(&mut self, slot: u32) {
+        let state = self.requests.at_mut(slot);
+        self.kv.free(&mut state.blocks);
+        state.num_computed_tokens = 0;
+        state.status = RequestStatus::Preempted;
+        state.num_preemptions += 1;
+        self.plan.preempted.push(state.id);
+        self.waiting.push_front(slot);
+    }
+
+    fn schedule_waiting(&mut self, budget: &mut usize) {
+        while let Some(&slot) = self.waiting.front() {
+            if *budget == 0 || self.running.len() >= self.config.max_num_seqs {
+                break;
+            }
+            self.hits.clear();
+            let state = self.requests.at_mut(slot);
+            let salt = state.cache_salt.as_deref();
+            let cached = if state.num_computed_tokens == 0 {
+                self.kv
+                    .computed_blocks(&mut state.blocks, &state.tokens, salt, &mut self.hits)
+            } else {
+                0
+            };
+            let computed = state.num_computed_tokens + cached;
+            let remaining = state.tokens.len() - computed;
+            let room = self.config.max_model_len.saturating_sub(computed);
+            let threshold = self.config.long_prefill_token_threshold;
+            let wanted = if threshold > 0 {
+                remaining.min(threshold)
+            } else {
+                remaining
+            };
+            if !self.config.enable_chunked_prefill && wanted > *budget {
+                break;
+            }
+            let num_new = wanted.min(*budget).min(room);
+            let base = state.num_computed_tokens;
+            if num_new == 0
+                || !self.kv.allocate_slots(
+                    &mut state.blocks,
+                    &state.tokens,
+                    salt,
+                    base,
+                    num_new,
+                    &self.hits,
+                )
+            {
+                break;
+            }
+            self.waiting.pop_front();
+            self.running.push(slot);
+            let first_admission = state.status == RequestStatus::Waiting;
+            state.status = RequestStatus::Running;
+            state.num_computed_tokens = computed;
+            let samples = computed + num_new == state.tokens.len();
+            if first_admission {
+                self.kv.record_query(state.num_prompt_tokens, cached);
+                self.plan.admitted.push((state.id, cached));
+            } else {
+                self.plan.readmitted.push((state.id, cached));
+            }
+            self.plan.seqs.push(PlannedSeq {
+                slot,
+                num_new_tokens: num_new,
+                samples,
+            });
+            *budget -= num_new;
+        }
+    }
+
+    /// The planned step as a batch borrowing token slices and block tables
+    /// from the engine state. `seqs` is an empty buffer to fill (reused by the
+    /// caller across steps).
+    pub fn batch<'a>(&'a self, mut seqs: Vec<ScheduledSeq<'a>>) -> ScheduledBatch<'a> {
+        seqs.clear();
+        seqs.extend(self.plan.seqs.iter().map(|p| {
+            let state = self.requests.at(p.slot);
+            let start = state.num_computed_tokens;
+            ScheduledSeq {
+                request_id: state.id,
+                token_ids: &state.tokens[start..start + p.num_new_tokens],
+                start_pos: start,
+                block_table: state.blocks.table(),
+                samples: p.samples,
+            }
+        }));
+        ScheduledBatch {
+            seqs,
+            block_size: self.config.block_size,
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The experiment catalogue (EXPERIMENTS.md) and the interface each implements.
+//!
+//! Contract: an [`Experiment`] turns settings and a seed into conditions
+//! (engine settings + a seeded script each, condition `i` seeded from
+//! `(seed, i)`), and turns the records of those conditions into a summary
+//! table and charts. It never runs anything itself, so the same plan runs on
+//! any backend (sim now, real later) and in any order or thread.
+
+mod cb_sweep;
+mod chunk_sweep;
+mod load;
+mod prefix_cache;
+mod salt_isolation;
+mod timing_leak;
+
+use crate::charts::ChartSpec;
+use crate::script::Script;
+use crate::settings::{ParamSpec, Settings, SettingsError};
+use crate::table::Table;
+use engine::EngineConfig;
+use sim::RunRecords;
+use thiserror::Error;
+
+pub use load::{batch_stats, BatchStats};
+
+#[derive(Debug, Error)]
+pub enum ExperimentError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error("condition {label}: {source}")]
+    InvalidCondition {
+        label: String,
+        source: engine::ConfigError,
+    },
+    #[error("setting `{key}`: {message}")]
+    BadParameter { key: &'static str, message: String },
+    #[error("condition {label}: {message}")]
+    Incomplete { label: String, message: String },
+}
+
+/// One condition: engine settings and the script it runs.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    /// Unique, human-readable, e.g. `max_num_seqs=1 concurrency=4`.
+    pub label: String,
+    pub engine: EngineConfig,
+    pub script: Script,
+    pub seed: u64,
+}
+
+/// What an experiment reports.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub summary: Table,
+    pub charts: Vec<ChartSpec>,
+}
+
+pub trait Experiment: Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    fn params(&self) -> &'static [ParamSpec];
+    /// Conditions in a fixed order; `vocab` bounds prompt token ids.
+    fn plan(
+        &self,
+        settings: &Settings,
+        seed: u64,
+        vocab: u32,
+    ) -> Result<Vec<Condition>, ExperimentError>;
+    /// `runs[i]` holds the records of `conditions[i]`.
+    fn summarize(
+        &self,
+        settings: &Settings,
+        conditions: &[Condition],
+        runs: &[RunRecords],
+    ) -> Result<Report, ExperimentError>;
+}
+
+/// Every experiment, in catalogue order.
+pub fn all() -> Vec<&'static dyn Experiment> {
+    vec![
+        &cb_sweep::CbSweep,
+        &chunk_sweep::ChunkSweep,
+        &prefix_cache::PrefixCache,
+        &salt_isolation::SaltIsolation,
+        &timing_leak::TimingLeak,
+    ]
+}
+
+pub fn find(name: &str) -> Option<&'static dyn Experiment> {
+    all().into_iter().find(|e| e.name() == name)
+}
+
+/// Settings with the experiment's parameter defaults.
+pub fn default_settings(exp: &dyn Experiment) -> Result<Settings, SettingsError> {
+    Settings::new(exp.params())
+}
+
+/// A condition whose engine settings passed `validate()`.
+pub(crate) fn condition(
+    label: String,
+    engine: EngineConfig,
+    script: Script,
+    seed: u64,
+) -> Result<Condition, ExperimentError> {
+    engine
+        .validate()
+        .map_err(|source| ExperimentError::InvalidCondition {
+            label: label.clone(),
+            source,
+        })?;
+    Ok(Condition {
+        label,
+        engine,
+        script,
+        seed,
+    })
+}
+
+/// A parameter that must be at least `min`.
+pub(crate) fn at_least(
+    settings: &Settings,
+    key: &'static str,
+    min: usize,
+) -> Result<usize, ExperimentError> {
+    let v = settings.count(key)?;
+    if v < min {
+        return Err(ExperimentError::BadParameter {
+            key,
+            message: format!("{v} is too small; use at least {min}"),
+        });
+    }
+    Ok(v)
+}
+
+/// Records of requests whose tag is `tag`, by id.
+pub(crate) fn tagged<'a>(records: &'a RunRecords, tag: &str) -> Vec<&'a sim::RequestRecord> {
+    let mut v: Vec<_> = records.requests.iter().filter(|r| r.tag == tag).collect();
+    v.sort_by_key(|r| r.id);
+    v
+}
+
+/// The record of request `id`, or an error naming what is missing.
+pub(crate) fn request<'a>(
+    records: &'a RunRecords,
+    id: usize,
+    label: &str,
+) -> Result<&'a sim::RequestRecord, ExperimentError> {
+    records
+        .requests
+        .iter()
+        .find(|r| r.id == id as u64)
+        .filter(|r| !r.token_times_s.is_empty())
+        .ok_or_else(|| ExperimentError::Incomplete {
+            label: label.to_string(),
+            message: format!("request {id} produced no output token"),
+        })
+}
+
+pub(crate) fn ms(seconds: f64) -> f64 {
+    seconds * 1e3
+}

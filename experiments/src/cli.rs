@@ -1,0 +1,168 @@
+//! The `exp` command line.
+//!
+//! Contract: `exp list` names the experiments; `exp show NAME` lists the keys
+//! `--set` accepts with their defaults; `exp run NAME --mode sim ...` runs
+//! one. Settings apply in order: experiment defaults, `--config FILE.ron`,
+//! then each `--set key=value`. Every failure is an error whose message
+//! names the problem (experiment, key, value, file position).
+
+use crate::backend::{make_backend, CostSource, Mode, DEFAULT_GPU};
+use crate::catalogue::{self, Experiment};
+use crate::config_file;
+use crate::driver::{run_experiment, RunOptions};
+use crate::settings::ENGINE_KEYS;
+use anyhow::{anyhow, Context};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "exp",
+    about = "Run servetwin's named experiments (EXPERIMENTS.md)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Real,
+    Sim,
+    Both,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Names and one-line descriptions of the experiments.
+    List,
+    /// The settings an experiment accepts, with defaults.
+    Show { name: String },
+    /// Run an experiment.
+    Run {
+        name: String,
+        #[arg(long, value_enum, default_value = "sim")]
+        mode: ModeArg,
+        /// Output folder; files go to OUT/NAME/MODE/ and figures to OUT/NAME/.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// GPU from the datasheet table (sim mode cost model).
+        #[arg(long, conflicts_with = "profile")]
+        gpu: Option<String>,
+        /// Calibrated cost profile (RON) instead of a datasheet GPU.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        /// RON file of settings, applied before --set.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// key=value; engine options (EngineConfig names) or experiment parameters.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// No progress bar and no summary on stdout.
+        #[arg(long)]
+        quiet: bool,
+    },
+}
+
+fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
+    catalogue::find(name).ok_or_else(|| {
+        let names: Vec<&str> = catalogue::all().iter().map(|e| e.name()).collect();
+        anyhow!(
+            "unknown experiment `{name}`; known experiments: {}",
+            names.join(", ")
+        )
+    })
+}
+
+fn list() {
+    for e in catalogue::all() {
+        println!("{:<16} {}", e.name(), e.description());
+    }
+}
+
+fn show(exp: &dyn Experiment) -> anyhow::Result<()> {
+    let settings = catalogue::default_settings(exp)?;
+    println!(
+        "{}: {}\n\nexperiment parameters (--set key=value):",
+        exp.name(),
+        exp.description()
+    );
+    for p in exp.params() {
+        println!("  {:<24} default {:<20} {}", p.key, p.default, p.help);
+    }
+    println!("\nengine options (defaults of EXPERIMENTS.md):");
+    let engine = ron::to_string(&settings.engine).unwrap_or_default();
+    for (key, expected) in ENGINE_KEYS {
+        if exp.params().iter().all(|p| p.key != *key) {
+            println!("  {key:<24} {expected}");
+        }
+    }
+    println!("  current: {engine}");
+    Ok(())
+}
+
+/// Parses `args` (program name first) and runs the command.
+pub fn run_cli<I, T>(args: I) -> anyhow::Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help / --version: print and succeed.
+            print!("{e}");
+            return Ok(());
+        }
+        Err(e) => return Err(anyhow!("{e}")),
+    };
+    match cli.command {
+        Command::List => list(),
+        Command::Show { name } => show(find(&name)?)?,
+        Command::Run {
+            name,
+            mode,
+            out,
+            seed,
+            gpu,
+            profile,
+            config,
+            set,
+            quiet,
+        } => {
+            let exp = find(&name)?;
+            let mut settings = catalogue::default_settings(exp)?;
+            if let Some(path) = &config {
+                config_file::apply_file(&mut settings, path)?;
+            }
+            for arg in &set {
+                settings.set_arg(arg)?;
+            }
+            let mode = match mode {
+                ModeArg::Real => Mode::Real,
+                ModeArg::Sim => Mode::Sim,
+                ModeArg::Both => Mode::Both,
+            };
+            let cost = match profile {
+                Some(p) => CostSource::Profile(p),
+                None => CostSource::Datasheet(gpu.unwrap_or_else(|| DEFAULT_GPU.to_string())),
+            };
+            let backend = make_backend(mode, &cost)?;
+            let opts = RunOptions { out, seed, quiet };
+            let output = run_experiment(exp, &settings, backend.as_ref(), &opts)
+                .with_context(|| format!("experiment {name}"))?;
+            if !quiet {
+                print!("{}", output.report.summary.to_csv());
+                println!(
+                    "wrote {} files under {}",
+                    output.files.len(),
+                    output.dir.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}

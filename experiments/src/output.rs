@@ -1,0 +1,186 @@
+//! Files of one run: `requests.csv`, `steps.csv`, `meta.ron`.
+//!
+//! Contract: the columns and number format are `sim::records`' writers
+//! (times in milliseconds since the condition's run started); requests are
+//! listed by id, steps in order. When a run has several
+//! conditions, each row starts with a `condition` column naming it (a single
+//! condition omits it). `meta.ron` records everything needed to reproduce the
+//! run: settings, seed, conditions, backend (GPU and cost model), the git
+//! commit (`unknown` outside a repository) and the UTC date.
+
+use crate::backend::BackendInfo;
+use crate::settings::Settings;
+use crate::table::csv_field;
+use engine::EngineConfig;
+use serde::Serialize;
+use sim::RunRecords;
+use std::fmt::Write as _;
+
+/// Prefixes every line of one condition's CSV with its label (header: `condition`).
+fn append_labelled(out: &mut String, csv: &str, label: Option<&str>, with_header: bool) {
+    for (i, line) in csv.lines().enumerate() {
+        if i == 0 && !with_header {
+            continue;
+        }
+        match (i, label) {
+            (_, None) => {}
+            (0, Some(_)) => out.push_str("condition,"),
+            (_, Some(l)) => {
+                let _ = write!(out, "{},", csv_field(l));
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+}
+
+fn combine(
+    runs: &[(String, &RunRecords)],
+    write: impl Fn(&mut Vec<u8>, &RunRecords) -> std::io::Result<()>,
+) -> std::io::Result<String> {
+    let labelled = runs.len() > 1;
+    let mut out = String::new();
+    if runs.is_empty() {
+        let mut buf = Vec::new();
+        write(&mut buf, &RunRecords::default())?;
+        return Ok(String::from_utf8_lossy(&buf).into_owned());
+    }
+    for (i, (label, records)) in runs.iter().enumerate() {
+        let mut buf = Vec::new();
+        write(&mut buf, records)?;
+        let text = String::from_utf8_lossy(&buf);
+        append_labelled(&mut out, &text, labelled.then_some(label.as_str()), i == 0);
+    }
+    Ok(out)
+}
+
+/// `requests.csv` (sim's columns, requests by id) for the runs of all conditions.
+pub fn requests_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
+    combine(runs, |buf, records| {
+        let mut requests = records.requests.clone();
+        requests.sort_by_key(|r| r.id);
+        sim::records::write_requests_csv(buf, &requests)
+    })
+}
+
+/// `steps.csv` (sim's columns) for the runs of all conditions.
+pub fn steps_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
+    combine(runs, |buf, records| {
+        sim::records::write_steps_csv(buf, &records.steps)
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub struct ConditionMeta {
+    pub label: String,
+    pub engine: EngineConfig,
+    pub seed: u64,
+    pub requests: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Meta<'a> {
+    pub experiment: &'a str,
+    pub seed: u64,
+    pub settings: &'a Settings,
+    pub backend: BackendInfo,
+    pub conditions: Vec<ConditionMeta>,
+    pub commit: String,
+    pub date_utc: String,
+}
+
+/// `git rev-parse HEAD`, or `unknown` when git or the repository is missing.
+pub fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format_utc(secs)
+}
+
+/// Seconds since 1970 as an ISO-8601 UTC date (civil-from-days, H. Hinnant).
+pub fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use sim::RequestRecord;
+
+    fn records(ids: &[u64]) -> RunRecords {
+        RunRecords {
+            requests: ids
+                .iter()
+                .map(|&id| RequestRecord {
+                    id,
+                    tag: "t".into(),
+                    arrival_s: 0.0,
+                    prompt_tokens: 4,
+                    max_tokens: 1,
+                    cached_tokens: 0,
+                    preemptions: 0,
+                    token_times_s: vec![0.001],
+                    finish_s: Some(0.001),
+                    finish_reason: "length".into(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn several_conditions_get_a_leading_condition_column() {
+        let (a, b) = (records(&[2, 1]), records(&[5]));
+        let one = requests_csv(&[("only".into(), &a)]).unwrap();
+        assert!(one.starts_with("id,tag,"), "{one}");
+        let ids: Vec<&str> = one.lines().skip(1).map(|l| &l[..2]).collect();
+        assert_eq!(ids, ["1,", "2,"], "requests sorted by id");
+        let both = requests_csv(&[("x=1".into(), &a), ("y, z".into(), &b)]).unwrap();
+        let lines: Vec<&str> = both.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[0].starts_with("condition,id,tag,"));
+        assert!(
+            lines[1].starts_with("x=1,1,") && lines[3].starts_with("\"y, z\",5,"),
+            "{both}"
+        );
+        let steps = steps_csv(&[("x".into(), &a), ("y".into(), &b)]).unwrap();
+        assert_eq!(steps.lines().count(), 1, "no steps: header only");
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_798_761_599), "2026-12-31T23:59:59Z");
+    }
+}

@@ -1,0 +1,401 @@
+//! Settings of one experiment run: engine options plus experiment parameters.
+//!
+//! Contract: every value a user can change goes through [`Settings::set`]
+//! with a `key` and its text form (from `--set key=value` or a RON file), so
+//! both sources accept and reject exactly the same things. A key is an
+//! experiment parameter (declared by the experiment as a [`ParamSpec`]) or an
+//! [`EngineConfig`] field; experiment parameters win where names collide (an
+//! experiment that sweeps an engine option takes it as a list). An unknown key
+//! fails listing the valid keys; a malformed value names the key and the
+//! expected type.
+
+use engine::{EngineConfig, HashAlgo};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum SettingsError {
+    #[error("unknown setting `{key}`; valid keys: {valid}")]
+    UnknownKey { key: String, valid: String },
+    #[error("setting `{key}` = `{value}`: expected {expected}")]
+    BadValue {
+        key: String,
+        value: String,
+        expected: String,
+    },
+    #[error("`{0}` is not of the form key=value")]
+    NotKeyValue(String),
+    #[error("{path}:{line}:{column}: {message}")]
+    RonSyntax {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    RonContent { path: String, message: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+}
+
+/// How a parameter's text is read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamKind {
+    /// A non-negative integer.
+    Count,
+    /// Comma-separated non-negative integers (at least one).
+    CountList,
+    /// A non-negative number.
+    Number,
+    /// Comma-separated chunk sizes: integers or `off`.
+    ChunkList,
+    /// Comma-separated words, each one of the given choices.
+    Choices(&'static [&'static str]),
+}
+
+impl ParamKind {
+    fn expected(&self) -> String {
+        match self {
+            ParamKind::Count => "a non-negative integer".into(),
+            ParamKind::CountList => "comma-separated positive integers, e.g. 1,4,16".into(),
+            ParamKind::Number => "a non-negative number".into(),
+            ParamKind::ChunkList => {
+                "comma-separated token counts or `off`, e.g. 512,2048,off".into()
+            }
+            ParamKind::Choices(c) => format!("comma-separated values from {{{}}}", c.join(", ")),
+        }
+    }
+}
+
+/// One experiment parameter: its key, how it is read, its default and meaning.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamSpec {
+    pub key: &'static str,
+    pub kind: ParamKind,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// A parsed parameter value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum ParamValue {
+    Count(usize),
+    Counts(Vec<usize>),
+    Number(f64),
+    /// `None` is `off` (chunked prefill disabled).
+    Chunks(Vec<Option<usize>>),
+    Words(Vec<String>),
+}
+
+fn bad(key: &str, value: &str, expected: impl Into<String>) -> SettingsError {
+    SettingsError::BadValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+fn list_items(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim)
+}
+
+fn parse_param(spec: &ParamSpec, value: &str) -> Result<ParamValue, SettingsError> {
+    let err = || bad(spec.key, value, spec.kind.expected());
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(err());
+    }
+    Ok(match spec.kind {
+        ParamKind::Count => ParamValue::Count(v.parse().map_err(|_| err())?),
+        ParamKind::Number => {
+            let x: f64 = v.parse().map_err(|_| err())?;
+            if !(x.is_finite() && x >= 0.0) {
+                return Err(err());
+            }
+            ParamValue::Number(x)
+        }
+        ParamKind::CountList => ParamValue::Counts(
+            list_items(v)
+                .map(|s| s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(err))
+                .collect::<Result<_, _>>()?,
+        ),
+        ParamKind::ChunkList => ParamValue::Chunks(
+            list_items(v)
+                .map(|s| match s {
+                    "off" => Ok(None),
+                    n => n
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .map(Some)
+                        .ok_or_else(err),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        ParamKind::Choices(choices) => ParamValue::Words(
+            list_items(v)
+                .map(|s| {
+                    choices
+                        .iter()
+                        .find(|c| **c == s)
+                        .map(|c| c.to_string())
+                        .ok_or_else(err)
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+    })
+}
+
+/// `EngineConfig` fields settable by key, with the expected text form.
+pub const ENGINE_KEYS: &[(&str, &str)] = &[
+    ("max_num_seqs", "a positive integer"),
+    ("max_num_batched_tokens", "a positive integer"),
+    ("max_model_len", "a positive integer"),
+    ("enable_chunked_prefill", "true or false"),
+    (
+        "long_prefill_token_threshold",
+        "a non-negative integer (0 = no cap)",
+    ),
+    ("block_size", "a positive integer"),
+    ("enable_prefix_caching", "true or false"),
+    ("prefix_caching_hash_algo", "sha256 or fast"),
+    (
+        "num_gpu_blocks",
+        "a positive integer, or `auto` to size the pool from GPU memory",
+    ),
+    ("gpu_memory_utilization", "a fraction in (0, 1]"),
+];
+
+fn set_engine_key(cfg: &mut EngineConfig, key: &str, value: &str) -> Result<bool, SettingsError> {
+    let Some((_, expected)) = ENGINE_KEYS.iter().find(|(k, _)| *k == key) else {
+        return Ok(false);
+    };
+    let v = value.trim();
+    let err = || bad(key, value, *expected);
+    let count = || v.parse::<usize>().map_err(|_| err());
+    let flag = || v.parse::<bool>().map_err(|_| err());
+    match key {
+        "max_num_seqs" => cfg.max_num_seqs = count()?,
+        "max_num_batched_tokens" => cfg.max_num_batched_tokens = count()?,
+        "max_model_len" => cfg.max_model_len = count()?,
+        "enable_chunked_prefill" => cfg.enable_chunked_prefill = flag()?,
+        "long_prefill_token_threshold" => cfg.long_prefill_token_threshold = count()?,
+        "block_size" => cfg.block_size = count()?,
+        "enable_prefix_caching" => cfg.enable_prefix_caching = flag()?,
+        "prefix_caching_hash_algo" => {
+            cfg.prefix_caching_hash_algo = match v {
+                "sha256" => HashAlgo::Sha256,
+                "fast" => HashAlgo::Fast,
+                _ => return Err(err()),
+            }
+        }
+        "num_gpu_blocks" => {
+            cfg.num_gpu_blocks = match v {
+                "auto" | "none" => None,
+                _ => Some(count()?),
+            }
+        }
+        "gpu_memory_utilization" => {
+            cfg.gpu_memory_utilization = v.parse::<f64>().map_err(|_| err())?;
+        }
+        // ENGINE_KEYS and this match list the same keys (checked by a test).
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Engine options and experiment parameters of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// Base engine options; experiments override the options they sweep.
+    pub engine: EngineConfig,
+    params: BTreeMap<&'static str, ParamValue>,
+    #[serde(skip)]
+    specs: Vec<ParamSpec>,
+}
+
+impl Settings {
+    /// EXPERIMENTS.md engine defaults plus each parameter's default.
+    pub fn new(specs: &[ParamSpec]) -> Result<Self, SettingsError> {
+        let params = specs
+            .iter()
+            .map(|s| Ok((s.key, parse_param(s, s.default)?)))
+            .collect::<Result<_, SettingsError>>()?;
+        Ok(Self {
+            engine: EngineConfig::default(),
+            params,
+            specs: specs.to_vec(),
+        })
+    }
+
+    /// Every key accepted, experiment parameters first.
+    pub fn valid_keys(&self) -> Vec<&'static str> {
+        let mut keys: Vec<&'static str> = self.specs.iter().map(|s| s.key).collect();
+        for (k, _) in ENGINE_KEYS {
+            if !keys.contains(k) {
+                keys.push(k);
+            }
+        }
+        keys
+    }
+
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), SettingsError> {
+        let key = key.trim();
+        if let Some(spec) = self.specs.iter().find(|s| s.key == key) {
+            let parsed = parse_param(spec, value)?;
+            self.params.insert(spec.key, parsed);
+            return Ok(());
+        }
+        if set_engine_key(&mut self.engine, key, value)? {
+            return Ok(());
+        }
+        Err(SettingsError::UnknownKey {
+            key: key.to_string(),
+            valid: self.valid_keys().join(", "),
+        })
+    }
+
+    /// Applies one `key=value` argument.
+    pub fn set_arg(&mut self, arg: &str) -> Result<(), SettingsError> {
+        let (k, v) = arg
+            .split_once('=')
+            .ok_or_else(|| SettingsError::NotKeyValue(arg.to_string()))?;
+        self.set(k, v)
+    }
+
+    fn get(&self, key: &str) -> Option<&ParamValue> {
+        self.params.get(key)
+    }
+
+    fn kind_error(&self, key: &str, wanted: &str) -> SettingsError {
+        bad(key, "(internal)", format!("parameter declared as {wanted}"))
+    }
+
+    pub fn count(&self, key: &str) -> Result<usize, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Count(n)) => Ok(*n),
+            _ => Err(self.kind_error(key, "Count")),
+        }
+    }
+
+    pub fn counts(&self, key: &str) -> Result<Vec<usize>, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Counts(n)) => Ok(n.clone()),
+            _ => Err(self.kind_error(key, "CountList")),
+        }
+    }
+
+    pub fn number(&self, key: &str) -> Result<f64, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Number(x)) => Ok(*x),
+            _ => Err(self.kind_error(key, "Number")),
+        }
+    }
+
+    pub fn chunks(&self, key: &str) -> Result<Vec<Option<usize>>, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Chunks(c)) => Ok(c.clone()),
+            _ => Err(self.kind_error(key, "ChunkList")),
+        }
+    }
+
+    pub fn words(&self, key: &str) -> Result<Vec<String>, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Words(w)) => Ok(w.clone()),
+            _ => Err(self.kind_error(key, "Choices")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPECS: &[ParamSpec] = &[
+        ParamSpec {
+            key: "concurrency",
+            kind: ParamKind::CountList,
+            default: "1,4",
+            help: "",
+        },
+        ParamSpec {
+            key: "chunk_tokens",
+            kind: ParamKind::ChunkList,
+            default: "512,off",
+            help: "",
+        },
+        ParamSpec {
+            key: "max_num_seqs",
+            kind: ParamKind::CountList,
+            default: "1,256",
+            help: "",
+        },
+    ];
+
+    #[test]
+    fn every_engine_config_field_is_settable() {
+        let text = ron::to_string(&EngineConfig::default()).expect("serializes");
+        let mut cfg = EngineConfig::default();
+        for (key, _) in ENGINE_KEYS {
+            assert!(
+                text.contains(&format!("{key}:")),
+                "{key} is not an EngineConfig field"
+            );
+        }
+        let fields = text.matches(':').count();
+        assert_eq!(
+            fields,
+            ENGINE_KEYS.len(),
+            "EngineConfig has fields not in ENGINE_KEYS: {text}"
+        );
+        assert!(set_engine_key(&mut cfg, "num_gpu_blocks", "100").unwrap());
+        assert_eq!(cfg.num_gpu_blocks, Some(100));
+    }
+
+    #[test]
+    fn parameters_shadow_engine_keys_and_parse_lists() {
+        let mut s = Settings::new(SPECS).unwrap();
+        s.set_arg("max_num_seqs=1,8").unwrap();
+        assert_eq!(s.counts("max_num_seqs").unwrap(), vec![1, 8]);
+        assert_eq!(s.engine.max_num_seqs, 256);
+        s.set_arg("chunk_tokens=1024, off").unwrap();
+        assert_eq!(s.chunks("chunk_tokens").unwrap(), vec![Some(1024), None]);
+        s.set_arg("enable_prefix_caching=false").unwrap();
+        assert!(!s.engine.enable_prefix_caching);
+    }
+
+    #[test]
+    fn unknown_key_lists_valid_keys() {
+        let mut s = Settings::new(SPECS).unwrap();
+        let msg = s.set_arg("concurency=4").unwrap_err().to_string();
+        assert!(msg.contains("concurency"), "{msg}");
+        assert!(
+            msg.contains("concurrency") && msg.contains("max_num_batched_tokens"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_key_and_type() {
+        let mut s = Settings::new(SPECS).unwrap();
+        let msg = s.set_arg("concurrency=four").unwrap_err().to_string();
+        assert!(
+            msg.contains("concurrency") && msg.contains("integers"),
+            "{msg}"
+        );
+        let msg = s
+            .set_arg("enable_chunked_prefill=yes")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("enable_chunked_prefill") && msg.contains("true or false"),
+            "{msg}"
+        );
+        assert!(matches!(
+            s.set_arg("concurrency"),
+            Err(SettingsError::NotKeyValue(_))
+        ));
+        assert!(s.set_arg("chunk_tokens=0").is_err());
+    }
+}

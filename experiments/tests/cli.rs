@@ -1,0 +1,242 @@
+//! The `exp` command line, run through the library: errors and output files.
+
+mod common;
+
+use common::scratch;
+use experiments::run_cli;
+use std::path::Path;
+
+fn run(args: &[&str]) -> anyhow::Result<()> {
+    run_cli(std::iter::once("exp").chain(args.iter().copied()))
+}
+
+fn error_of(args: &[&str]) -> String {
+    format!("{:#}", run(args).expect_err("command should fail"))
+}
+
+const SMALL_CB: &[&str] = &[
+    "--set",
+    "concurrency=1,2",
+    "--set",
+    "prompt_tokens=32",
+    "--set",
+    "output_tokens=4",
+    "--set",
+    "batches=2",
+    "--quiet",
+];
+
+fn run_small_cb(out: &Path, seed: &str) {
+    let mut args = vec![
+        "run",
+        "cb_sweep",
+        "--mode",
+        "sim",
+        "--out",
+        out.to_str().unwrap(),
+        "--seed",
+        seed,
+    ];
+    args.extend_from_slice(SMALL_CB);
+    run(&args).expect("cb_sweep runs");
+}
+
+#[test]
+fn unknown_experiment_lists_known_ones() {
+    let msg = error_of(&["run", "nope", "--mode", "sim"]);
+    assert!(
+        msg.contains("nope") && msg.contains("cb_sweep") && msg.contains("timing_leak"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unknown_set_key_lists_valid_keys() {
+    let msg = error_of(&["run", "cb_sweep", "--set", "concurency=4"]);
+    assert!(
+        msg.contains("concurency") && msg.contains("valid keys"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("concurrency") && msg.contains("enable_prefix_caching"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_value_names_key_and_type() {
+    let msg = error_of(&["run", "cb_sweep", "--set", "batches=many"]);
+    assert!(
+        msg.contains("batches") && msg.contains("many") && msg.contains("integer"),
+        "{msg}"
+    );
+    let msg = error_of(&["run", "chunk_sweep", "--set", "chunk_tokens=512,none"]);
+    assert!(msg.contains("chunk_tokens") && msg.contains("off"), "{msg}");
+}
+
+#[test]
+fn engine_validation_errors_are_surfaced() {
+    let msg = error_of(&["run", "cb_sweep", "--set", "max_num_seqs=4096", "--quiet"]);
+    assert!(
+        msg.contains("max_num_batched_tokens") && msg.contains("max_num_seqs"),
+        "{msg}"
+    );
+    let msg = error_of(&[
+        "run",
+        "prefix_cache",
+        "--set",
+        "enable_chunked_prefill=false",
+        "--quiet",
+    ]);
+    assert!(msg.contains("enable_chunked_prefill"), "{msg}");
+}
+
+#[test]
+fn malformed_ron_reports_line_and_column() {
+    let dir = scratch("cli-ron");
+    let path = dir.join("bad.ron");
+    std::fs::write(
+        &path,
+        "(\n  concurrency: [1, 4],\n  batches: 3\n  output_tokens: 8,\n)\n",
+    )
+    .unwrap();
+    let msg = error_of(&["run", "cb_sweep", "--config", path.to_str().unwrap()]);
+    assert!(
+        msg.contains("bad.ron:4:"),
+        "line of the error expected: {msg}"
+    );
+    std::fs::write(&path, "(concurrency: [1, \"x\"])").unwrap();
+    let msg = error_of(&["run", "cb_sweep", "--config", path.to_str().unwrap()]);
+    assert!(
+        msg.contains("concurrency") && msg.contains("line 1"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn real_mode_and_profiles_fail_clearly() {
+    let msg = error_of(&["run", "cb_sweep", "--mode", "real"]);
+    assert!(msg.contains("real mode needs the issue-5 runner"), "{msg}");
+    let msg = error_of(&["run", "cb_sweep", "--mode", "both"]);
+    assert!(msg.contains("issue-5"), "{msg}");
+    let msg = error_of(&["run", "cb_sweep", "--profile", "p.ron"]);
+    assert!(
+        msg.contains("calibrated profiles are not supported yet"),
+        "{msg}"
+    );
+    let msg = error_of(&["run", "cb_sweep", "--gpu", "gtx-9999"]);
+    assert!(msg.contains("gtx-9999"), "{msg}");
+}
+
+#[test]
+fn run_writes_files_with_documented_columns() {
+    let out = scratch("cli-files");
+    run_small_cb(&out, "7");
+    let dir = out.join("cb_sweep").join("sim");
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    let header = summary.lines().next().unwrap();
+    for col in [
+        "max_num_seqs",
+        "concurrency",
+        "throughput_tok_s",
+        "ttft_median_ms",
+        "itl_median_ms",
+        "itl_p99_ms",
+        "throughput_spread_pct",
+    ] {
+        assert!(
+            header.split(',').any(|c| c == col),
+            "summary.csv lacks {col}: {header}"
+        );
+    }
+    assert_eq!(summary.lines().count(), 1 + 2 * 2, "{summary}");
+    let requests = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
+    assert!(requests.starts_with("condition,id,"), "{}", &requests[..80]);
+    assert!(requests.contains("max_num_seqs=1 concurrency=2,"));
+    let steps = std::fs::read_to_string(dir.join("steps.csv")).unwrap();
+    assert!(steps.starts_with("condition,engine,start_ms,duration_ms"));
+    let meta = std::fs::read_to_string(dir.join("meta.ron")).unwrap();
+    for key in [
+        "seed: 7",
+        "h200-sxm",
+        "commit:",
+        "date_utc:",
+        "max_num_batched_tokens",
+    ] {
+        assert!(meta.contains(key), "meta.ron lacks {key}");
+    }
+    for stem in ["cb_sweep_throughput", "cb_sweep_ttft"] {
+        for ext in ["png", "svg"] {
+            let f = out.join("cb_sweep").join(format!("{stem}.{ext}"));
+            assert!(
+                f.metadata().map(|m| m.len() > 0).unwrap_or(false),
+                "{} missing",
+                f.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn same_seed_gives_identical_files() {
+    let (a, b) = (scratch("cli-seed-a"), scratch("cli-seed-b"));
+    run_small_cb(&a, "11");
+    run_small_cb(&b, "11");
+    let read = |d: &Path, f: &str| std::fs::read_to_string(d.join("cb_sweep/sim").join(f)).unwrap();
+    assert!(
+        read(&a, "summary.csv") == read(&b, "summary.csv"),
+        "summary.csv differs"
+    );
+    assert!(
+        read(&a, "requests.csv") == read(&b, "requests.csv"),
+        "requests.csv differs"
+    );
+}
+
+#[test]
+fn seed_changes_the_prompts() {
+    let sets = [
+        "concurrency=2",
+        "prompt_tokens=32",
+        "output_tokens=4",
+        "batches=2",
+    ];
+    let prompts = |seed| -> Vec<Vec<u32>> {
+        let e = common::evaluate_sim("cb_sweep", &sets, seed);
+        e.conditions
+            .iter()
+            .flat_map(|c| c.script.requests.iter().map(|r| r.prompt.clone()))
+            .collect()
+    };
+    assert!(prompts(11) == prompts(11));
+    assert!(prompts(11) != prompts(12));
+}
+
+#[test]
+fn results_do_not_depend_on_thread_count() {
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let four = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    let sets = [
+        "concurrency=1,3",
+        "prompt_tokens=32",
+        "output_tokens=4",
+        "batches=2",
+    ];
+    let a = one.install(|| common::evaluate_sim("cb_sweep", &sets, 9));
+    let b = four.install(|| common::evaluate_sim("cb_sweep", &sets, 9));
+    assert_eq!(a.report.summary.to_csv(), b.report.summary.to_csv());
+    assert_eq!(a.runs, b.runs);
+}
+
+#[test]
+fn list_and_show_succeed() {
+    run(&["list"]).unwrap();
+    run(&["show", "chunk_sweep"]).unwrap();
+    assert!(error_of(&["show", "nope"]).contains("unknown experiment"));
+}

@@ -1,0 +1,48 @@
+//! Helpers shared by the integration tests (included with `mod common;`).
+#![allow(dead_code)]
+
+use experiments::backend::{make_backend, CostSource, Mode, DEFAULT_GPU};
+use experiments::catalogue;
+use experiments::driver::{evaluate, Evaluation};
+use experiments::table::{Cell, Table};
+use indicatif::ProgressBar;
+
+/// Runs experiment `name` in sim mode with `sets` (key=value) applied, no files.
+pub fn evaluate_sim(name: &str, sets: &[&str], seed: u64) -> Evaluation {
+    let exp = catalogue::find(name).expect("experiment exists");
+    let mut settings = catalogue::default_settings(exp).expect("defaults parse");
+    for s in sets {
+        settings.set_arg(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+    let backend =
+        make_backend(Mode::Sim, &CostSource::Datasheet(DEFAULT_GPU.into())).expect("sim backend");
+    evaluate(
+        exp,
+        &settings,
+        backend.as_ref(),
+        seed,
+        &ProgressBar::hidden(),
+    )
+    .expect("experiment runs")
+}
+
+/// Numeric value of `column` in every row where `key_column` == `key`.
+pub fn values(table: &Table, key_column: &str, key: &str, column: &str) -> Vec<f64> {
+    (0..table.rows.len())
+        .filter(|&r| table.get(r, key_column).map(Cell::to_string).as_deref() == Some(key))
+        .map(|r| {
+            table
+                .get(r, column)
+                .and_then(Cell::as_f64)
+                .unwrap_or_else(|| panic!("row {r} has no number in {column}"))
+        })
+        .collect()
+}
+
+/// A fresh, empty directory under cargo's test scratch folder.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}

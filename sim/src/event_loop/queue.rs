@@ -1,0 +1,150 @@
+//! Pending arrivals in time order, and request ids to record indices.
+
+use crate::workload::Arrival;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+
+struct Pending {
+    time: f64,
+    /// Insertion order: arrivals at the same time keep the workload's order.
+    seq: u64,
+    arrival: Arrival,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.time
+            .total_cmp(&other.time)
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
+/// Arrivals not yet handed to an engine, earliest first.
+#[derive(Default)]
+pub(super) struct ArrivalQueue {
+    heap: BinaryHeap<Reverse<Pending>>,
+    next_seq: u64,
+}
+
+impl ArrivalQueue {
+    pub(super) fn push(&mut self, arrival: Arrival) {
+        let time = arrival.request.arrival_time;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse(Pending { time, seq, arrival }));
+    }
+
+    pub(super) fn next_time(&self) -> Option<f64> {
+        self.heap.peek().map(|p| p.0.time)
+    }
+
+    /// The earliest arrival if it is due at or before `now`.
+    pub(super) fn pop_due(&mut self, now: f64) -> Option<Arrival> {
+        if self.next_time()? <= now {
+            self.heap.pop().map(|p| p.0.arrival)
+        } else {
+            None
+        }
+    }
+}
+
+/// Request id -> index of its record. Ids are usually small and dense
+/// (workloads number requests from 0), so they index a vector directly; far
+/// outliers go to a hash map so memory stays proportional to the requests.
+#[derive(Default)]
+pub(super) struct RecordIndex {
+    dense: Vec<u32>,
+    sparse: HashMap<u64, usize>,
+    len: usize,
+}
+
+const ABSENT: u32 = u32::MAX;
+
+impl RecordIndex {
+    fn dense_limit(&self) -> u64 {
+        2 * self.len as u64 + 65_536
+    }
+
+    pub(super) fn get(&self, id: u64) -> Option<usize> {
+        match self.dense.get(id as usize) {
+            Some(&i) if i != ABSENT => Some(i as usize),
+            // An id stored sparse may lie in the dense range once it has grown.
+            _ => self.sparse.get(&id).copied(),
+        }
+    }
+
+    /// Maps `id` to `index`; false if `id` is already mapped.
+    pub(super) fn insert(&mut self, id: u64, index: usize) -> bool {
+        if self.get(id).is_some() {
+            return false;
+        }
+        if id < self.dense_limit() && index < ABSENT as usize {
+            let slot = id as usize;
+            if slot >= self.dense.len() {
+                let grown = (slot + 1).max(2 * self.dense.len());
+                self.dense.resize(grown, ABSENT);
+            }
+            self.dense[slot] = index as u32;
+        } else {
+            self.sparse.insert(id, index);
+        }
+        self.len += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::Request;
+
+    fn arrival(id: u64, t: f64) -> Arrival {
+        let mut request = Request::new(id, vec![1], 1);
+        request.arrival_time = t;
+        Arrival {
+            request,
+            engine: 0,
+            tag: String::new(),
+        }
+    }
+
+    #[test]
+    fn queue_pops_due_arrivals_in_time_then_insertion_order() {
+        let mut q = ArrivalQueue::default();
+        q.push(arrival(0, 2.0));
+        q.push(arrival(1, 1.0));
+        q.push(arrival(2, 1.0));
+        assert_eq!(q.next_time(), Some(1.0));
+        assert!(q.pop_due(0.5).is_none());
+        let ids: Vec<u64> = std::iter::from_fn(|| q.pop_due(1.5))
+            .map(|a| a.request.id.0)
+            .collect();
+        assert_eq!(ids, vec![1, 2]);
+        assert_eq!(q.pop_due(2.0).map(|a| a.request.id.0), Some(0));
+        assert_eq!(q.next_time(), None);
+    }
+
+    #[test]
+    fn index_handles_dense_and_far_ids_and_rejects_duplicates() {
+        let mut idx = RecordIndex::default();
+        assert!(idx.insert(3, 0));
+        assert!(idx.insert(u64::MAX, 1));
+        assert!(!idx.insert(3, 2));
+        assert!(!idx.insert(u64::MAX, 2));
+        assert_eq!(idx.get(3), Some(0));
+        assert_eq!(idx.get(u64::MAX), Some(1));
+        assert_eq!(idx.get(4), None);
+        assert_eq!(idx.get(1 << 40), None);
+    }
+}
