@@ -29,6 +29,7 @@ fn qwen3_0_6b() -> ModelShape {
         head_dim: 128,
         vocab: 151_936,
         bytes_per_param: 2,
+        tied_embeddings: true,
     }
 }
 
