@@ -65,6 +65,8 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Capacity plan for target GPUs (see `exp plan --help`).
+    Plan(crate::plan::PlanArgs),
 }
 
 fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
@@ -120,6 +122,7 @@ where
         Err(e) => return Err(anyhow!("{e}")),
     };
     match cli.command {
+        Command::Plan(args) => drop(crate::plan::run(&args)?),
         Command::List => list(),
         Command::Show { name } => show(find(&name)?)?,
         Command::Run {

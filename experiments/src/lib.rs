@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config_file;
 pub mod driver;
 pub mod output;
+pub mod plan;
 pub mod script;
 pub mod settings;
 pub mod stats;
