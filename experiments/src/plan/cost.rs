@@ -81,7 +81,10 @@ impl GpuModel {
             Basis::Profile {
                 path, measured_on, ..
             } if *measured_on == self.gpu.name => {
-                format!("calibrated profile {} (measured on this GPU)", path.display())
+                format!(
+                    "calibrated profile {} (measured on this GPU)",
+                    path.display()
+                )
             }
             Basis::Profile {
                 path, measured_on, ..

@@ -58,7 +58,9 @@ pub fn select(gpu: Option<&str>, gpu_file: Option<&Path>) -> Result<Vec<GpuSpec>
             .chain(table.iter())
             .find(|g| g.name == name)
             .cloned()
-            .ok_or_else(|| PlanError::Gpu(format!("unknown GPU `{name}`; known GPUs: {}", known())))?;
+            .ok_or_else(|| {
+                PlanError::Gpu(format!("unknown GPU `{name}`; known GPUs: {}", known()))
+            })?;
         out.push(found);
     }
     Ok(out)
@@ -93,7 +95,9 @@ mod tests {
             msg.contains("--gpu") && msg.contains("rtx-9999") && msg.contains("h200-sxm"),
             "{msg}"
         );
-        let msg = select(Some("h200-sxm,,a100"), None).unwrap_err().to_string();
+        let msg = select(Some("h200-sxm,,a100"), None)
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("empty name"), "{msg}");
         let msg = select(Some("h200-sxm,h200-sxm"), None)
             .unwrap_err()

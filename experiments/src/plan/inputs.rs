@@ -109,11 +109,19 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
     }
     let warmup_pct = settings.number("warmup_pct")?;
     if warmup_pct >= 100.0 {
-        return Err(bad_param("warmup_pct", warmup_pct, "a percentage below 100"));
+        return Err(bad_param(
+            "warmup_pct",
+            warmup_pct,
+            "a percentage below 100",
+        ));
     }
     let precision_pct = settings.number("precision_pct")?;
     if precision_pct <= 0.0 {
-        return Err(bad_param("precision_pct", precision_pct, "a positive percentage"));
+        return Err(bad_param(
+            "precision_pct",
+            precision_pct,
+            "a positive percentage",
+        ));
     }
 
     let cb = catalogue::find("cb_sweep").ok_or(PlanError::MissingExperiment("cb_sweep"))?;

@@ -136,11 +136,7 @@ pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
     if !inputs.quiet {
         println!("{assumptions}");
         print!("{}", output::plan_table(&plans).to_csv());
-        println!(
-            "wrote {} files under {}",
-            files.len(),
-            inputs.out.display()
-        );
+        println!("wrote {} files under {}", files.len(), inputs.out.display());
     }
     Ok(PlanOutput {
         plans,

@@ -131,35 +131,38 @@ pub fn charts(plans: &[GpuPlan], slo: &Slo) -> Vec<ChartSpec> {
         .collect();
     let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let chart = |stem: &str, what: &str, target: f64, y: fn(&super::search::RatePoint) -> Option<f64>| {
-        let mut spec = ChartSpec::new(
-            stem,
-            &format!("{what} p99 vs request rate, best settings per GPU"),
-            "request rate (requests/s, Poisson)",
-            &format!("{what} p99 (ms)"),
-        )
-        .log_x();
-        for p in plans.iter().filter(|p| !p.curve.is_empty()) {
-            let label = format!(
-                "{} (batched {}, seqs {})",
-                p.row.gpu,
-                p.row.best_max_num_batched_tokens.unwrap_or(0),
-                p.row.best_max_num_seqs.unwrap_or(0)
-            );
-            let points = p
-                .curve
-                .iter()
-                .filter_map(|c| y(c).map(|v| (c.rate_per_s, v)))
-                .collect();
-            spec = spec.series(label, points);
-        }
-        if lo.is_finite() && hi.is_finite() {
-            spec = spec.series(format!("SLO {target} ms"), vec![(lo, target), (hi, target)]);
-        }
-        spec
-    };
+    let chart =
+        |stem: &str, what: &str, target: f64, y: fn(&super::search::RatePoint) -> Option<f64>| {
+            let mut spec = ChartSpec::new(
+                stem,
+                &format!("{what} p99 vs request rate, best settings per GPU"),
+                "request rate (requests/s, Poisson)",
+                &format!("{what} p99 (ms)"),
+            )
+            .log_x();
+            for p in plans.iter().filter(|p| !p.curve.is_empty()) {
+                let label = format!(
+                    "{} (batched {}, seqs {})",
+                    p.row.gpu,
+                    p.row.best_max_num_batched_tokens.unwrap_or(0),
+                    p.row.best_max_num_seqs.unwrap_or(0)
+                );
+                let points = p
+                    .curve
+                    .iter()
+                    .filter_map(|c| y(c).map(|v| (c.rate_per_s, v)))
+                    .collect();
+                spec = spec.series(label, points);
+            }
+            if lo.is_finite() && hi.is_finite() {
+                spec = spec.series(format!("SLO {target} ms"), vec![(lo, target), (hi, target)]);
+            }
+            spec
+        };
     vec![
-        chart("plan_ttft_p99", "TTFT", slo.ttft_p99_ms, |c| Some(c.ttft_p99_ms)),
+        chart("plan_ttft_p99", "TTFT", slo.ttft_p99_ms, |c| {
+            Some(c.ttft_p99_ms)
+        }),
         chart("plan_itl_p99", "ITL", slo.itl_p99_ms, |c| c.itl_p99_ms),
     ]
 }
@@ -262,17 +265,33 @@ fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), Plan
 }
 
 /// Writes every plan file into `dir`; returns their paths.
-pub fn write_all(inputs: &PlanInputs, plans: &[GpuPlan], dir: &Path) -> Result<Vec<PathBuf>, PlanError> {
+pub fn write_all(
+    inputs: &PlanInputs,
+    plans: &[GpuPlan],
+    dir: &Path,
+) -> Result<Vec<PathBuf>, PlanError> {
     std::fs::create_dir_all(dir).map_err(|source| PlanError::Io {
         path: dir.to_path_buf(),
         source,
     })?;
     let mut files = Vec::new();
-    write(dir.join("plan.csv"), &plan_table(plans).to_csv(), &mut files)?;
+    write(
+        dir.join("plan.csv"),
+        &plan_table(plans).to_csv(),
+        &mut files,
+    )?;
     let search = search_table(plans, inputs.engine.block_size);
     write(dir.join("plan_search.csv"), &search.to_csv(), &mut files)?;
-    write(dir.join("plan_curve.csv"), &curve_table(plans).to_csv(), &mut files)?;
-    write(dir.join("assumptions.txt"), &assumptions_text(inputs, plans), &mut files)?;
+    write(
+        dir.join("plan_curve.csv"),
+        &curve_table(plans).to_csv(),
+        &mut files,
+    )?;
+    write(
+        dir.join("assumptions.txt"),
+        &assumptions_text(inputs, plans),
+        &mut files,
+    )?;
     let meta = Meta {
         model: &inputs.model_name,
         engine: &inputs.engine,
@@ -296,10 +315,11 @@ pub fn write_all(inputs: &PlanInputs, plans: &[GpuPlan], dir: &Path) -> Result<V
         .map_err(|e| PlanError::Meta(e.to_string()))?;
     write(dir.join("meta.ron"), &text, &mut files)?;
     for spec in charts(plans, &inputs.slo) {
-        let drawn = charts::draw(&spec, figures::Source::Sim, dir).map_err(|e| PlanError::Figure {
-            stem: spec.stem.clone(),
-            message: e.to_string(),
-        })?;
+        let drawn =
+            charts::draw(&spec, figures::Source::Sim, dir).map_err(|e| PlanError::Figure {
+                stem: spec.stem.clone(),
+                message: e.to_string(),
+            })?;
         files.extend(drawn);
     }
     Ok(files)

@@ -139,7 +139,11 @@ pub fn saturation_rps(
     let mut finishes: Vec<f64> = records.requests.iter().filter_map(|r| r.finish_s).collect();
     finishes.sort_by(f64::total_cmp);
     let n = finishes.len();
-    let (lo, hi) = if n >= 10 { (n / 10, n - 1 - n / 10) } else { (0, n.saturating_sub(1)) };
+    let (lo, hi) = if n >= 10 {
+        (n / 10, n - 1 - n / 10)
+    } else {
+        (0, n.saturating_sub(1))
+    };
     if hi <= lo || finishes[hi] <= finishes[lo] {
         // Too few requests to see a rate: no cap from saturation.
         return Ok(f64::INFINITY);
@@ -227,7 +231,14 @@ pub fn search_setting(
     let runs = std::cell::Cell::new(0);
     let probe = |rate: f64, n: usize| {
         runs.set(runs.get() + 1);
-        measure(target, &engine, &unit[..n.min(unit.len())], rate, slo, method.warmup_pct)
+        measure(
+            target,
+            &engine,
+            &unit[..n.min(unit.len())],
+            rate,
+            slo,
+            method.warmup_pct,
+        )
     };
     let alone = probe(ISOLATED_RATE, ISOLATED_REQUESTS)?;
     if !alone.meets_slo {
@@ -322,13 +333,10 @@ pub fn grid(batched_tokens: &[usize], num_seqs: &[usize]) -> Vec<(usize, usize)>
 /// The setting with the highest rate (> 0); ties go to fewer sequences, then
 /// fewer batched tokens (less memory for the same rate).
 pub fn best(results: &[SettingResult]) -> Option<&SettingResult> {
-    results
-        .iter()
-        .filter(|r| r.max_qps > 0.0)
-        .min_by(|a, b| {
-            b.max_qps
-                .total_cmp(&a.max_qps)
-                .then(a.max_num_seqs.cmp(&b.max_num_seqs))
-                .then(a.max_num_batched_tokens.cmp(&b.max_num_batched_tokens))
-        })
+    results.iter().filter(|r| r.max_qps > 0.0).min_by(|a, b| {
+        b.max_qps
+            .total_cmp(&a.max_qps)
+            .then(a.max_num_seqs.cmp(&b.max_num_seqs))
+            .then(a.max_num_batched_tokens.cmp(&b.max_num_batched_tokens))
+    })
 }

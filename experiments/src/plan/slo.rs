@@ -95,7 +95,10 @@ mod tests {
             ("itl_p99_ms=5,itl_p99_ms=6", "given twice"),
         ] {
             let msg = Slo::parse(text).unwrap_err().to_string();
-            assert!(msg.contains(needle) && msg.contains("--slo"), "{text}: {msg}");
+            assert!(
+                msg.contains(needle) && msg.contains("--slo"),
+                "{text}: {msg}"
+            );
         }
     }
 

@@ -31,7 +31,10 @@ use std::path::{Path, PathBuf};
 pub enum Lengths {
     Fixed(usize),
     /// Uniform over `min..=max`.
-    Uniform { min: usize, max: usize },
+    Uniform {
+        min: usize,
+        max: usize,
+    },
     /// `(tokens, weight)` pairs; weights need not sum to 1.
     Choices(Vec<(usize, f64)>),
 }
@@ -183,12 +186,14 @@ impl PlanWorkload {
             ("prompt_tokens", &shape.prompt_tokens),
             ("output_tokens", &shape.output_tokens),
         ] {
-            lengths.check().map_err(|message| PlanError::WorkloadField {
-                path: path.to_path_buf(),
-                line: line_of(&text, field),
-                field: field.into(),
-                message,
-            })?;
+            lengths
+                .check()
+                .map_err(|message| PlanError::WorkloadField {
+                    path: path.to_path_buf(),
+                    line: line_of(&text, field),
+                    field: field.into(),
+                    message,
+                })?;
         }
         Ok(Self::Synthetic {
             shape,
