@@ -65,7 +65,7 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
-    /// Capacity plan for target GPUs (see `exp plan --help`).
+    /// Capacity plan: per GPU, step costs, KV capacity, max request rate under latency targets.
     Plan(crate::plan::PlanArgs),
 }
 

@@ -55,11 +55,11 @@ pub enum PlanError {
     Profile(#[from] calibration::ProfileError),
     #[error("{}: {message}", path.display())]
     ProfileMismatch { path: PathBuf, message: String },
-    #[error("GPU {gpu}, {setting}: {message}")]
+    #[error("GPU {gpu}, {setting}: {source}")]
     Run {
         gpu: String,
         setting: String,
-        message: String,
+        source: super::search::SimError,
     },
     #[error("{}: {source}", path.display())]
     Io {

@@ -16,7 +16,7 @@
 use super::cost::{kv_capacity_tokens, GpuModel};
 use super::error::PlanError;
 use super::inputs::PlanInputs;
-use super::search::{self, RatePoint, SettingResult};
+use super::search::{self, RatePoint, SettingResult, SimError};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -71,11 +71,11 @@ fn unit_arrivals(inputs: &PlanInputs) -> Result<Vec<Arrival>, PlanError> {
     Ok(replay.arrivals().to_vec())
 }
 
-fn run_error(target: &GpuModel, setting: String) -> impl FnOnce(String) -> PlanError + '_ {
-    move |message| PlanError::Run {
+fn run_error(target: &GpuModel, setting: String) -> impl FnOnce(SimError) -> PlanError + '_ {
+    move |source| PlanError::Run {
         gpu: target.gpu.name.clone(),
         setting,
-        message,
+        source,
     }
 }
 
@@ -99,7 +99,13 @@ pub fn evaluate(inputs: &PlanInputs, bar: &ProgressBar) -> Result<Vec<GpuPlan>, 
                 &inputs.slo,
                 &inputs.method,
             )
-            .map_err(run_error(target, format!("{setting:?}")));
+            .map_err(run_error(
+                target,
+                format!(
+                    "max_num_batched_tokens={} max_num_seqs={}",
+                    setting.0, setting.1
+                ),
+            ));
             bar.inc(1);
             r
         })

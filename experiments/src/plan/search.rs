@@ -31,6 +31,16 @@ use crate::stats::percentile;
 use engine::{EngineConfig, EngineCore};
 use serde::Serialize;
 use sim::{Arrival, SimRunner, VirtualClock, Workload};
+use thiserror::Error;
+
+/// A simulated run that could not complete.
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
+    #[error(transparent)]
+    Run(#[from] sim::RunError),
+}
 
 /// Rate at which requests practically never overlap (mean gap ~2.8 hours).
 pub const ISOLATED_RATE: f64 = 1e-4;
@@ -103,19 +113,18 @@ fn simulate(
     target: &GpuModel,
     engine: &EngineConfig,
     arrivals: Vec<Arrival>,
-) -> Result<sim::RunRecords, String> {
+) -> Result<sim::RunRecords, SimError> {
     let runner = SimRunner::new(target.cost.clone(), target.kv_blocks(engine));
-    let mut engines = vec![EngineCore::new(engine.clone(), runner).map_err(|e| e.to_string())?];
+    let mut engines = vec![EngineCore::new(engine.clone(), runner)?];
     let options = sim::RunOptions {
         record_step_shapes: false,
     };
-    sim::run_with(
+    Ok(sim::run_with(
         &mut engines,
         &mut VirtualClock::new(),
         &mut Arrivals(arrivals),
         &options,
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
 
 /// Requests per second the engine completes when every request of `unit`
@@ -126,7 +135,7 @@ pub fn saturation_rps(
     target: &GpuModel,
     engine: &EngineConfig,
     unit: &[Arrival],
-) -> Result<f64, String> {
+) -> Result<f64, SimError> {
     let burst = unit
         .iter()
         .map(|a| {
@@ -159,7 +168,7 @@ pub fn measure(
     rate: f64,
     slo: &Slo,
     warmup_pct: f64,
-) -> Result<RatePoint, String> {
+) -> Result<RatePoint, SimError> {
     let arrivals = unit
         .iter()
         .map(|a| {
@@ -206,7 +215,7 @@ pub fn search_setting(
     unit: &[Arrival],
     slo: &Slo,
     method: &SearchMethod,
-) -> Result<SettingResult, String> {
+) -> Result<SettingResult, SimError> {
     let mut engine = base.clone();
     engine.max_num_batched_tokens = max_num_batched_tokens;
     engine.max_num_seqs = max_num_seqs;
@@ -259,7 +268,7 @@ pub fn search_setting(
     result.saturation_rps = saturation.is_finite().then_some(saturation);
     // A rate at or above saturation has a queue that grows without bound:
     // it fails whatever a finite run's percentiles say.
-    let passes = |rate: f64| -> Result<Option<RatePoint>, String> {
+    let passes = |rate: f64| -> Result<Option<RatePoint>, SimError> {
         if rate >= saturation {
             return Ok(None);
         }
