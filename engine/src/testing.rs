@@ -5,7 +5,8 @@
 //! token will take (`start_pos + token_ids.len()`), so a run's outputs depend
 //! only on the positions the scheduler produces. It checks the parts of the
 //! runner contract it can check cheaply (O(1) per sequence: the block table
-//! covers the new positions and the blocks written are not the null block) and
+//! covers the new positions and the block of the last one is not the null
+//! block) and
 //! rejects a batch that breaks them with [`RunnerError::BadBatch`].
 
 use crate::kv_cache::NULL_BLOCK;
@@ -39,8 +40,11 @@ impl FixedTokenRunner {
 
     /// The token sampled for position `position`.
     pub fn token_at(&self, position: usize) -> u32 {
-        // A multiplicative spread so consecutive positions give unrelated tokens.
-        ((position as u64).wrapping_mul(0x9e37_79b9) % u64::from(self.vocab_size)) as u32
+        // A multiplicative spread so consecutive positions give unrelated
+        // tokens, then a multiply-shift into the vocabulary (no division: the
+        // runner sits in the simulator's hot loop).
+        let spread = (position as u32).wrapping_mul(0x9e37_79b9);
+        ((u64::from(spread) * u64::from(self.vocab_size)) >> 32) as u32
     }
 }
 
@@ -62,8 +66,8 @@ impl ModelRunner for FixedTokenRunner {
                     seq.start_pos
                 )));
             }
-            let written = &seq.block_table[seq.start_pos / bs..end.div_ceil(bs)];
-            if written.contains(&NULL_BLOCK) {
+            // The block of the last new position: the one a decode writes.
+            if seq.block_table[(end - 1) / bs] == NULL_BLOCK {
                 return Err(RunnerError::BadBatch(format!(
                     "request {}: null block in block table",
                     seq.request_id

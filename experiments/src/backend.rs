@@ -5,7 +5,7 @@
 //! same `engine::EngineCore`; only the clock and the model runner differ. The
 //! simulated backend uses the virtual clock and `sim::SimRunner` priced by a
 //! roofline model from a GPU datasheet. Real mode (wall clock, CPU/CUDA
-//! runner) is issue 5: [`make_backend`] reports it as not built rather than
+//! runner) is issue 5: [`make_backends`] reports it as not built rather than
 //! pretending. Experiments never see which backend ran them.
 
 use crate::script::{Script, ScriptWorkload};
@@ -76,20 +76,24 @@ pub struct BackendInfo {
 
 pub trait Backend: Sync {
     fn info(&self) -> BackendInfo;
-    /// Vocabulary size prompts draw token ids from.
+    /// Prompt token ids are drawn from `0..vocab()`.
     fn vocab(&self) -> u32;
     /// Whether conditions may run at once (true for simulation; a real GPU
     /// runs one condition at a time so they do not disturb each other).
     fn parallel_conditions(&self) -> bool;
+    /// KV-cache blocks (null block included) an engine with `engine` gets,
+    /// when the backend knows it before running.
+    fn kv_blocks(&self, engine: &EngineConfig) -> Option<usize>;
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError>;
 }
 
-/// Picks the backend for `mode`; real and both fail until issue 5 lands.
-pub fn make_backend(mode: Mode, cost: &CostSource) -> Result<Box<dyn Backend>, BackendError> {
+/// The backends `mode` runs on, in order (`both`: real, then sim); real
+/// and both fail until the issue-5 runner exists.
+pub fn make_backends(mode: Mode, cost: &CostSource) -> Result<Vec<Box<dyn Backend>>, BackendError> {
     match mode {
         Mode::Real => Err(BackendError::RealNotBuilt("real")),
         Mode::Both => Err(BackendError::RealNotBuilt("both")),
-        Mode::Sim => Ok(Box::new(SimBackend::new(cost)?)),
+        Mode::Sim => Ok(vec![Box::new(SimBackend::new(cost)?)]),
     }
 }
 
@@ -117,6 +121,12 @@ impl SimBackend {
     }
 }
 
+impl SimBackend {
+    fn cost(&self) -> RooflineModel {
+        RooflineModel::new(self.gpu.clone(), ModelShape::from_qwen3(&self.model))
+    }
+}
+
 impl Backend for SimBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {
@@ -128,19 +138,27 @@ impl Backend for SimBackend {
     }
 
     fn vocab(&self) -> u32 {
-        u32::try_from(self.model.vocab_size).unwrap_or(u32::MAX)
+        // Regular tokens only: a real run on the same script must not feed
+        // the special (control) tokens above them.
+        let size = u32::try_from(self.model.vocab_size).unwrap_or(u32::MAX);
+        size.min(sim::workload::QWEN3_REGULAR_VOCAB)
     }
 
     fn parallel_conditions(&self) -> bool {
         true
     }
 
+    fn kv_blocks(&self, engine_cfg: &EngineConfig) -> Option<usize> {
+        Some(
+            engine_cfg
+                .num_gpu_blocks
+                .unwrap_or_else(|| self.cost().kv_cache_blocks(engine_cfg)),
+        )
+    }
+
     fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
-        let cost = RooflineModel::new(self.gpu.clone(), ModelShape::from_qwen3(&self.model));
-        let blocks = engine_cfg
-            .num_gpu_blocks
-            .unwrap_or_else(|| cost.kv_cache_blocks(engine_cfg));
-        let runner = SimRunner::new(Arc::new(cost), blocks);
+        let blocks = self.kv_blocks(engine_cfg).unwrap_or(0);
+        let runner = SimRunner::new(Arc::new(self.cost()), blocks);
         let mut engines = vec![EngineCore::new(engine_cfg.clone(), runner)?];
         let mut workload = ScriptWorkload::new(script.clone());
         let mut clock = VirtualClock::new();

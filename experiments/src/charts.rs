@@ -71,23 +71,30 @@ impl ChartSpec {
     }
 }
 
-/// Draws `spec` into `dir`, with every series marked as `source`.
-pub fn draw(spec: &ChartSpec, source: Source, dir: &Path) -> Result<Vec<PathBuf>, FigureError> {
+/// Draws one chart into `dir` from the same spec as produced by one or more
+/// modes (`--mode both` passes the real and the sim spec); series keep their
+/// label and are marked with their mode. The first spec gives the title,
+/// axes and ticks.
+pub fn draw(specs: &[(Source, &ChartSpec)], dir: &Path) -> Result<Vec<PathBuf>, FigureError> {
+    let Some((_, first)) = specs.first() else {
+        return Ok(Vec::new());
+    };
     let chart = Chart {
-        title: spec.title.clone(),
-        x_label: spec.x_label.clone(),
-        y_label: spec.y_label.clone(),
-        series: spec
-            .series
+        title: first.title.clone(),
+        x_label: first.x_label.clone(),
+        y_label: first.y_label.clone(),
+        series: specs
             .iter()
-            .map(|s| Series {
-                label: s.label.clone(),
-                source,
-                points: s.points.clone(),
+            .flat_map(|(source, spec)| {
+                spec.series.iter().map(|s| Series {
+                    label: s.label.clone(),
+                    source: *source,
+                    points: s.points.clone(),
+                })
             })
             .collect(),
-        x_ticks: spec.x_ticks.clone(),
-        log_x: spec.log_x,
+        x_ticks: first.x_ticks.clone(),
+        log_x: first.log_x,
     };
-    figures::draw(&chart, &dir.join(&spec.stem))
+    figures::draw(&chart, &dir.join(&first.stem))
 }

@@ -6,7 +6,7 @@
 //! then each `--set key=value`. Every failure is an error whose message
 //! names the problem (experiment, key, value, file position).
 
-use crate::backend::{make_backend, CostSource, Mode, DEFAULT_GPU};
+use crate::backend::{make_backends, Backend, CostSource, Mode, DEFAULT_GPU};
 use crate::catalogue::{self, Experiment};
 use crate::config_file;
 use crate::driver::{run_experiment, RunOptions};
@@ -119,7 +119,11 @@ where
             print!("{e}");
             return Ok(());
         }
-        Err(e) => return Err(anyhow!("{e}")),
+        // clap's text starts with its own "error: "; main adds one.
+        Err(e) => {
+            let text = e.to_string();
+            return Err(anyhow!("{}", text.trim_start_matches("error: ").trim_end()));
+        }
     };
     match cli.command {
         Command::Plan(args) => drop(crate::plan::run(&args)?),
@@ -153,9 +157,10 @@ where
                 Some(p) => CostSource::Profile(p),
                 None => CostSource::Datasheet(gpu.unwrap_or_else(|| DEFAULT_GPU.to_string())),
             };
-            let backend = make_backend(mode, &cost)?;
+            let backends = make_backends(mode, &cost)?;
+            let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
             let opts = RunOptions { out, seed, quiet };
-            let output = run_experiment(exp, &settings, backend.as_ref(), &opts)
+            let output = run_experiment(exp, &settings, &backends, &opts)
                 .with_context(|| format!("experiment {name}"))?;
             if !quiet {
                 print!("{}", output.report.summary.to_csv());

@@ -3,13 +3,14 @@
 //! Contract: conditions run in parallel (rayon) when the backend allows it;
 //! each condition's script and seed are fixed by the plan, so results do not
 //! depend on the thread count or order. Writes `DIR/NAME/<mode>/summary.csv`,
-//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`.
+//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`;
+//! with two backends (real, then sim) also `DIR/NAME/compare.csv`.
 
 use crate::backend::{Backend, BackendError};
 use crate::catalogue::{Condition, Experiment, ExperimentError, Report};
-use crate::charts;
 use crate::output::{self, ConditionMeta, Meta};
 use crate::settings::Settings;
+use crate::{charts, compare};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use sim::RunRecords;
@@ -20,12 +21,13 @@ use thiserror::Error;
 pub enum DriverError {
     #[error(transparent)]
     Experiment(#[from] ExperimentError),
-    #[error("condition {label}: {source}")]
-    Backend { label: String, source: BackendError },
-    #[error("{path}: {source}")]
+    // The message carries the cause, so no `source` (it would print twice).
+    #[error("condition {label}: {error}")]
+    Backend { label: String, error: BackendError },
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("chart {stem}: {message}")]
     Figure { stem: String, message: String },
@@ -43,17 +45,18 @@ pub struct RunOptions {
 
 #[derive(Debug)]
 pub struct RunOutput {
-    /// `DIR/NAME/<mode>/`.
+    /// `DIR/NAME/<mode>/` of the last mode run.
     pub dir: PathBuf,
     /// Every file written (CSV, RON, figures).
     pub files: Vec<PathBuf>,
+    /// The last mode's report.
     pub report: Report,
 }
 
 fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), DriverError> {
-    std::fs::write(&path, text).map_err(|source| DriverError::Io {
+    std::fs::write(&path, text).map_err(|error| DriverError::Io {
         path: path.clone(),
-        source,
+        error,
     })?;
     files.push(path);
     Ok(())
@@ -81,9 +84,9 @@ pub fn run_conditions(
     let one = |c: &Condition| {
         let r = backend
             .run(&c.engine, &c.script)
-            .map_err(|source| DriverError::Backend {
+            .map_err(|error| DriverError::Backend {
                 label: c.label.clone(),
-                source,
+                error,
             });
         bar.inc(1);
         r
@@ -122,33 +125,68 @@ pub fn evaluate(
     })
 }
 
-/// Evaluates `exp` and writes its files under `opts.out`.
+/// Evaluates `exp` on each backend (real first, then sim, in `--mode both`)
+/// and writes its files under `opts.out`: each mode's folder, the charts
+/// with every mode's series, and `compare.csv` when there are two modes.
 pub fn run_experiment(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backends: &[&dyn Backend],
+    opts: &RunOptions,
+) -> Result<RunOutput, DriverError> {
+    let exp_dir = opts.out.join(exp.name());
+    let mut files = Vec::new();
+    let mut results = Vec::new();
+    for backend in backends {
+        let bar = progress(0, opts.quiet, exp.name());
+        let evaluation = evaluate(exp, settings, *backend, opts.seed, &bar)?;
+        bar.finish_and_clear();
+        let info = backend.info();
+        let dir = exp_dir.join(info.mode);
+        files.extend(write_mode_files(
+            exp,
+            settings,
+            *backend,
+            opts,
+            &evaluation,
+            &dir,
+        )?);
+        results.push((info.mode, dir, evaluation.report));
+    }
+    if let [(_, _, real), (_, _, sim)] = results.as_slice() {
+        let table = compare::compare(&real.summary, &sim.summary, sim.key_columns);
+        write(exp_dir.join("compare.csv"), &table.to_csv(), &mut files)?;
+    }
+    files.extend(draw_charts(&results, &exp_dir)?);
+    let (_, dir, report) = results
+        .pop()
+        .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
+    Ok(RunOutput { dir, files, report })
+}
+
+/// `summary.csv`, `requests.csv`, `steps.csv` and `meta.ron` of one mode.
+fn write_mode_files(
     exp: &dyn Experiment,
     settings: &Settings,
     backend: &dyn Backend,
     opts: &RunOptions,
-) -> Result<RunOutput, DriverError> {
-    let bar = progress(0, opts.quiet, exp.name());
+    evaluation: &Evaluation,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, DriverError> {
+    std::fs::create_dir_all(dir).map_err(|error| DriverError::Io {
+        path: dir.to_path_buf(),
+        error,
+    })?;
     let Evaluation {
         conditions,
         runs,
         report,
-    } = evaluate(exp, settings, backend, opts.seed, &bar)?;
-    bar.finish_and_clear();
-
-    let info = backend.info();
-    let exp_dir = opts.out.join(exp.name());
-    let dir = exp_dir.join(info.mode);
-    std::fs::create_dir_all(&dir).map_err(|source| DriverError::Io {
-        path: dir.clone(),
-        source,
-    })?;
+    } = evaluation;
     let mut files = Vec::new();
     let labelled: Vec<(String, &RunRecords)> = conditions
         .iter()
         .map(|c| c.label.clone())
-        .zip(runs.iter())
+        .zip(runs)
         .collect();
     write(
         dir.join("summary.csv"),
@@ -157,7 +195,7 @@ pub fn run_experiment(
     )?;
     let io_err = |name: &str| {
         let path = dir.join(name);
-        move |source| DriverError::Io { path, source }
+        move |error| DriverError::Io { path, error }
     };
     let requests = output::requests_csv(&labelled).map_err(io_err("requests.csv"))?;
     write(dir.join("requests.csv"), &requests, &mut files)?;
@@ -167,7 +205,7 @@ pub fn run_experiment(
         experiment: exp.name(),
         seed: opts.seed,
         settings,
-        backend: info.clone(),
+        backend: backend.info(),
         conditions: conditions
             .iter()
             .map(|c| ConditionMeta {
@@ -175,6 +213,7 @@ pub fn run_experiment(
                 engine: c.engine.clone(),
                 seed: c.seed,
                 requests: c.script.requests.len(),
+                kv_blocks: backend.kv_blocks(&c.engine),
             })
             .collect(),
         commit: output::git_commit(),
@@ -183,23 +222,35 @@ pub fn run_experiment(
     let meta_text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
         .map_err(|e| DriverError::Meta(e.to_string()))?;
     write(dir.join("meta.ron"), &meta_text, &mut files)?;
-    let source = if info.mode == "real" {
-        figures::Source::Real
-    } else {
-        figures::Source::Sim
-    };
-    files.extend(draw_charts(&report, source, &exp_dir)?);
-    Ok(RunOutput { dir, files, report })
+    Ok(files)
 }
 
+/// Every chart of the first report, with the series of every mode.
 fn draw_charts(
-    report: &Report,
-    source: figures::Source,
+    results: &[(&str, PathBuf, Report)],
     dir: &Path,
 ) -> Result<Vec<PathBuf>, DriverError> {
     let mut files = Vec::new();
-    for spec in &report.charts {
-        let drawn = charts::draw(spec, source, dir).map_err(|e| DriverError::Figure {
+    let Some((_, _, first)) = results.first() else {
+        return Ok(files);
+    };
+    for spec in &first.charts {
+        let specs: Vec<(figures::Source, &charts::ChartSpec)> = results
+            .iter()
+            .filter_map(|(mode, _, report)| {
+                let source = if *mode == "real" {
+                    figures::Source::Real
+                } else {
+                    figures::Source::Sim
+                };
+                report
+                    .charts
+                    .iter()
+                    .find(|c| c.stem == spec.stem)
+                    .map(|c| (source, c))
+            })
+            .collect();
+        let drawn = charts::draw(&specs, dir).map_err(|e| DriverError::Figure {
             stem: spec.stem.clone(),
             message: e.to_string(),
         })?;

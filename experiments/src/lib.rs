@@ -12,6 +12,7 @@ pub mod backend;
 pub mod catalogue;
 pub mod charts;
 pub mod cli;
+pub mod compare;
 pub mod config_file;
 pub mod driver;
 pub mod output;

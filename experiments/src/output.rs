@@ -76,6 +76,8 @@ pub struct ConditionMeta {
     pub engine: EngineConfig,
     pub seed: u64,
     pub requests: usize,
+    /// KV-cache blocks of the engine, null block included (when known).
+    pub kv_blocks: Option<usize>,
 }
 
 #[derive(Debug, Serialize)]

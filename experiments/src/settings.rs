@@ -9,7 +9,11 @@
 //! fails listing the valid keys; a malformed value names the key and the
 //! expected type.
 
-use engine::{EngineConfig, HashAlgo};
+mod engine_keys;
+
+use engine::EngineConfig;
+use engine_keys::set_engine_key;
+pub use engine_keys::ENGINE_KEYS;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -145,64 +149,6 @@ fn parse_param(spec: &ParamSpec, value: &str) -> Result<ParamValue, SettingsErro
                 .collect::<Result<_, _>>()?,
         ),
     })
-}
-
-/// `EngineConfig` fields settable by key, with the expected text form.
-pub const ENGINE_KEYS: &[(&str, &str)] = &[
-    ("max_num_seqs", "a positive integer"),
-    ("max_num_batched_tokens", "a positive integer"),
-    ("max_model_len", "a positive integer"),
-    ("enable_chunked_prefill", "true or false"),
-    (
-        "long_prefill_token_threshold",
-        "a non-negative integer (0 = no cap)",
-    ),
-    ("block_size", "a positive integer"),
-    ("enable_prefix_caching", "true or false"),
-    ("prefix_caching_hash_algo", "sha256 or fast"),
-    (
-        "num_gpu_blocks",
-        "a positive integer, or `auto` to size the pool from GPU memory",
-    ),
-    ("gpu_memory_utilization", "a fraction in (0, 1]"),
-];
-
-fn set_engine_key(cfg: &mut EngineConfig, key: &str, value: &str) -> Result<bool, SettingsError> {
-    let Some((_, expected)) = ENGINE_KEYS.iter().find(|(k, _)| *k == key) else {
-        return Ok(false);
-    };
-    let v = value.trim();
-    let err = || bad(key, value, *expected);
-    let count = || v.parse::<usize>().map_err(|_| err());
-    let flag = || v.parse::<bool>().map_err(|_| err());
-    match key {
-        "max_num_seqs" => cfg.max_num_seqs = count()?,
-        "max_num_batched_tokens" => cfg.max_num_batched_tokens = count()?,
-        "max_model_len" => cfg.max_model_len = count()?,
-        "enable_chunked_prefill" => cfg.enable_chunked_prefill = flag()?,
-        "long_prefill_token_threshold" => cfg.long_prefill_token_threshold = count()?,
-        "block_size" => cfg.block_size = count()?,
-        "enable_prefix_caching" => cfg.enable_prefix_caching = flag()?,
-        "prefix_caching_hash_algo" => {
-            cfg.prefix_caching_hash_algo = match v {
-                "sha256" => HashAlgo::Sha256,
-                "fast" => HashAlgo::Fast,
-                _ => return Err(err()),
-            }
-        }
-        "num_gpu_blocks" => {
-            cfg.num_gpu_blocks = match v {
-                "auto" | "none" => None,
-                _ => Some(count()?),
-            }
-        }
-        "gpu_memory_utilization" => {
-            cfg.gpu_memory_utilization = v.parse::<f64>().map_err(|_| err())?;
-        }
-        // ENGINE_KEYS and this match list the same keys (checked by a test).
-        _ => return Ok(false),
-    }
-    Ok(true)
 }
 
 /// Engine options and experiment parameters of one run.

@@ -240,3 +240,159 @@ fn list_and_show_succeed() {
     run(&["show", "chunk_sweep"]).unwrap();
     assert!(error_of(&["show", "nope"]).contains("unknown experiment"));
 }
+
+#[test]
+fn every_experiment_writes_its_documented_columns() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "chunk_sweep",
+            &[
+                "decode_tokens=200",
+                "long_prompts=2",
+                "batches=2",
+                "output_tokens=8",
+            ],
+            &[
+                "part",
+                "chunk_tokens",
+                "max_stall_ms",
+                "interleaved_ttft_ms",
+                "throughput_tok_s",
+                "ttft_median_ms",
+                "itl_p99_ms",
+            ],
+        ),
+        (
+            "prefix_cache",
+            &["rounds=1", "warm_requests=1", "prefix_tokens=64"],
+            &[
+                "caching",
+                "round",
+                "cold_ttft_ms",
+                "warm_ttft_ms",
+                "speedup",
+                "warm_cached_tokens",
+            ],
+        ),
+        (
+            "salt_isolation",
+            &["rounds=1", "prefix_tokens=64"],
+            &[
+                "round",
+                "writer_salt",
+                "reader_salt",
+                "cached_tokens",
+                "ttft_ms",
+                "cold_ttft_ms",
+            ],
+        ),
+        (
+            "timing_leak",
+            &["trials=8", "doc_tokens=64"],
+            &[
+                "policy",
+                "trials",
+                "attacker_accuracy",
+                "hit_ttft_median_ms",
+                "miss_ttft_median_ms",
+            ],
+        ),
+    ];
+    let out = scratch("cli-columns");
+    for (name, sets, columns) in cases {
+        let mut args = vec!["run", name, "--quiet", "--out", out.to_str().unwrap()];
+        for s in *sets {
+            args.extend(["--set", s]);
+        }
+        run(&args).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let dir = out.join(name).join("sim");
+        let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+        let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+        for col in *columns {
+            assert!(
+                header.contains(col),
+                "{name}: summary.csv lacks {col}: {header:?}"
+            );
+        }
+        assert!(summary.lines().count() > 1, "{name}: no rows");
+        for f in ["requests.csv", "steps.csv", "meta.ron"] {
+            assert!(dir.join(f).is_file(), "{name}: {f} missing");
+        }
+        let figures = std::fs::read_dir(out.join(name))
+            .unwrap()
+            .filter_map(Result::ok);
+        let exts: Vec<String> = figures
+            .filter_map(|e| {
+                e.path()
+                    .extension()
+                    .map(|x| x.to_string_lossy().into_owned())
+            })
+            .collect();
+        assert!(
+            exts.iter().any(|e| e == "png") && exts.iter().any(|e| e == "svg"),
+            "{name}: figures"
+        );
+    }
+}
+
+#[test]
+fn binary_reports_an_error_once_without_backtrace() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_exp"))
+        .args(["run", "cb_sweep", "--set", "max_num_seqs=4096", "--quiet"])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("exp runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert_eq!(
+        stderr.matches("must be >= max_num_seqs").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+}
+
+#[test]
+fn ron_config_applies_and_set_overrides_it() {
+    let out = scratch("cli-config");
+    let path = out.join("small.ron");
+    std::fs::write(
+        &path,
+        "// a small cb_sweep\n(\n  max_num_seqs: [1],\n  concurrency: [2],\n  batches: 2,\n  \
+         prompt_tokens: 16,\n  output_tokens: 2,\n  enable_prefix_caching: false,\n)\n",
+    )
+    .unwrap();
+    let (cfg, dir) = (path.to_str().unwrap(), out.to_str().unwrap());
+    run(&[
+        "run",
+        "cb_sweep",
+        "--config",
+        cfg,
+        "--set",
+        "output_tokens=3",
+        "--out",
+        dir,
+        "--quiet",
+    ])
+    .unwrap();
+    let sim = out.join("cb_sweep/sim");
+    let summary = std::fs::read_to_string(sim.join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 2, "one condition: {summary}");
+    assert!(
+        summary.lines().nth(1).unwrap().starts_with("1,2,"),
+        "{summary}"
+    );
+    let requests = std::fs::read_to_string(sim.join("requests.csv")).unwrap();
+    let batch_rows: Vec<&str> = requests.lines().filter(|l| l.contains(",batch")).collect();
+    assert_eq!(batch_rows.len(), 2 * 2 * 2, "2 batches of 2c requests");
+    assert!(
+        batch_rows.iter().all(|l| l.split(',').nth(4) == Some("3")),
+        "max_tokens from --set"
+    );
+    let meta = std::fs::read_to_string(sim.join("meta.ron")).unwrap();
+    assert!(
+        meta.contains("enable_prefix_caching: false"),
+        "engine option from the file"
+    );
+}

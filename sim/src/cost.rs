@@ -8,7 +8,9 @@
 
 mod roofline;
 
-pub use roofline::{CostTerms, Efficiency, RooflineEfficiencies, RooflineModel, TermSeconds};
+pub use roofline::{
+    CostTerms, Efficiency, RooflineEfficiencies, RooflineModel, TermSeconds, RUNTIME_RESERVE_BYTES,
+};
 
 use engine::model::Qwen3Config;
 use engine::BatchShape;

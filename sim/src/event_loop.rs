@@ -12,6 +12,9 @@
 //!   (the cost model's time on a virtual clock, the measured time on the wall
 //!   clock). Every token of the step, and every finish, is stamped at the
 //!   step's end, and finished requests are reported to the workload then.
+//! - Engines may be reused from an earlier run (a warm prefix cache), but
+//!   must have no unfinished requests; the prefix-cache counters in the
+//!   records count this run only, and time starts at the clock's `now()`.
 //! - Steps that schedule nothing are not recorded; an engine with unfinished
 //!   requests that schedules nothing twice in a row is stuck, and the run
 //!   fails naming those requests ([`RunError::Stuck`]).
@@ -79,6 +82,7 @@ pub fn run_with<R: ModelRunner, C: Clock>(
     workload: &mut dyn Workload,
     options: &RunOptions,
 ) -> Result<RunRecords, RunError> {
+    let stats_before: Vec<(u64, u64)> = engines.iter().map(|e| e.prefix_cache_stats()).collect();
     let mut state = LoopState::new(engines.len(), clock.now(), options.clone());
     for arrival in workload.initial() {
         state.enqueue(arrival)?;
@@ -101,10 +105,10 @@ pub fn run_with<R: ModelRunner, C: Clock>(
         }
     }
     let mut records = state.records;
-    for e in engines.iter() {
+    for (e, (queries_before, hits_before)) in engines.iter().zip(stats_before) {
         let (queries, hits) = e.prefix_cache_stats();
-        records.prefix_cache_queries += queries;
-        records.prefix_cache_hits += hits;
+        records.prefix_cache_queries += queries.saturating_sub(queries_before);
+        records.prefix_cache_hits += hits.saturating_sub(hits_before);
     }
     Ok(records)
 }
@@ -186,12 +190,6 @@ impl LoopState {
         Ok(())
     }
 
-    fn record_index(&self, engine: usize, id: RequestId) -> Result<usize, RunError> {
-        self.index
-            .get(id.0)
-            .ok_or(RunError::UnknownRequest { engine, id: id.0 })
-    }
-
     fn step<R: ModelRunner, C: Clock>(
         &mut self,
         engine_index: usize,
@@ -223,36 +221,29 @@ impl LoopState {
             ..
         } = outcome;
 
+        let index = &self.index;
+        let record_of = |id: RequestId| {
+            index.get(id.0).ok_or(RunError::UnknownRequest {
+                engine: engine_index,
+                id: id.0,
+            })
+        };
         let requests = &mut self.records.requests;
         for (id, cached) in admitted {
-            let i = self.index.get(id.0);
-            let i = i.ok_or(RunError::UnknownRequest {
-                engine: engine_index,
-                id: id.0,
-            })?;
-            requests[i].cached_tokens = cached;
+            requests[record_of(id)?].cached_tokens = cached;
         }
         for id in preempted {
-            let i = self.index.get(id.0);
-            let i = i.ok_or(RunError::UnknownRequest {
-                engine: engine_index,
-                id: id.0,
-            })?;
-            requests[i].preemptions += 1;
+            requests[record_of(id)?].preemptions += 1;
         }
         for (id, _token) in &tokens {
-            let i = self.index.get(id.0);
-            let i = i.ok_or(RunError::UnknownRequest {
-                engine: engine_index,
-                id: id.0,
-            })?;
-            requests[i].token_times_s.push(end);
+            requests[record_of(*id)?].token_times_s.push(end);
         }
         for &(id, reason) in &finished {
-            let i = self.record_index(engine_index, id)?;
-            let record = &mut self.records.requests[i];
+            let record = &mut requests[record_of(id)?];
             record.finish_s = Some(end);
-            record.finish_reason = finish_reason(reason).to_string();
+            // Reuses the "unfinished" string's allocation.
+            record.finish_reason.clear();
+            record.finish_reason.push_str(finish_reason(reason));
         }
         self.push_step(engine_index, start, end, shape, kv_blocks_used);
         for (id, _) in finished {

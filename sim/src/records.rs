@@ -21,7 +21,8 @@ pub struct RequestRecord {
     pub arrival_s: f64,
     pub prompt_tokens: usize,
     pub max_tokens: usize,
-    /// Prompt tokens found in the prefix cache at (last) admission.
+    /// Prompt tokens found in the prefix cache at first admission (as vLLM's
+    /// `num_cached_tokens`; re-admissions after a preemption leave it).
     pub cached_tokens: usize,
     pub preemptions: usize,
     /// Time of every output token; the first is the first token.

@@ -246,3 +246,29 @@ fn arrivals_for_a_missing_engine_or_with_a_reused_id_fail_the_run() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_reused_engine_keeps_its_cache_and_counters_cover_one_run() {
+    let prompt: Vec<u32> = (0..100).collect();
+    let script = |id: u64| {
+        let entry = ScriptEntry::new(Request::new(id, prompt.clone(), 2), "p", Trigger::At(0.0));
+        Scripted::new(vec![entry]).unwrap()
+    };
+    let mut engines = vec![sim_engine(config())];
+    let mut clock = VirtualClock::new();
+    let cold = run(&mut engines, &mut clock, &mut script(0)).unwrap();
+    assert_eq!(
+        (cold.prefix_cache_queries, cold.prefix_cache_hits),
+        (100, 0)
+    );
+    let warm = run(&mut engines, &mut clock, &mut script(1)).unwrap();
+    assert_eq!(
+        (warm.prefix_cache_queries, warm.prefix_cache_hits),
+        (100, 96)
+    );
+    assert_eq!(warm.requests[0].cached_tokens, 96);
+    assert!(
+        warm.steps[0].start_s >= cold.steps.last().unwrap().start_s,
+        "time goes on"
+    );
+}

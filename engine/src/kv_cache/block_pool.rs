@@ -13,6 +13,9 @@
 //!   out of the queue in O(1) (doubly-linked list over block ids in `Vec`s).
 //! - At most one block is cached per hash; a second block computed with the
 //!   same content stays uncached and is reused like any other free block.
+//! - The map is keyed by the hash's low 64 bits and every hit is confirmed
+//!   against the block's full hash, so a 64-bit collision can cost a cache
+//!   hit but never serve a block of other content.
 
 use super::hashing::{BlockHash, BlockHashBuilder};
 use super::BlockId;
@@ -29,7 +32,8 @@ pub struct BlockPool {
     prev: Vec<BlockId>,
     next: Vec<BlockId>,
     num_free: usize,
-    cached: HashMap<BlockHash, BlockId, BlockHashBuilder>,
+    /// Low 64 bits of a cached hash -> the block holding it.
+    cached: HashMap<u64, BlockId, BlockHashBuilder>,
 }
 
 impl BlockPool {
@@ -43,7 +47,9 @@ impl BlockPool {
             prev: vec![sentinel; num_blocks + 1],
             next: vec![sentinel; num_blocks + 1],
             num_free: 0,
-            cached: HashMap::default(),
+            // At most one entry per block: reserving them all up front means
+            // the map never rehashes in the hot loop.
+            cached: HashMap::with_capacity_and_hasher(num_blocks, BlockHashBuilder::default()),
         };
         for block in 1..num_blocks as BlockId {
             pool.push_back(block);
@@ -77,7 +83,8 @@ impl BlockPool {
 
     /// The cached block with this hash, if any.
     pub fn cached_block(&self, hash: &BlockHash) -> Option<BlockId> {
-        self.cached.get(hash).copied()
+        let block = *self.cached.get(&hash.key())?;
+        (self.hash[block as usize].as_ref() == Some(hash)).then_some(block)
     }
 
     /// Number of blocks in the cache map.
@@ -130,8 +137,8 @@ impl BlockPool {
             let block = self.next[sentinel];
             self.unlink(block);
             if let Some(hash) = self.hash[block as usize].take() {
-                if self.cached.get(&hash) == Some(&block) {
-                    self.cached.remove(&hash);
+                if self.cached.get(&hash.key()) == Some(&block) {
+                    self.cached.remove(&hash.key());
                 }
             }
             self.ref_cnt[block as usize] = 1;
@@ -169,7 +176,7 @@ impl BlockPool {
         if self.hash[block as usize].is_some() {
             return;
         }
-        if let std::collections::hash_map::Entry::Vacant(slot) = self.cached.entry(hash) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.cached.entry(hash.key()) {
             slot.insert(block);
             self.hash[block as usize] = Some(hash);
         }
@@ -247,6 +254,21 @@ mod tests {
         let mut again = Vec::new();
         assert!(pool.allocate(1, &mut again));
         assert_eq!(pool.cached_block(&h(1)), Some(got[0]));
+    }
+
+    #[test]
+    fn a_64_bit_key_collision_never_serves_other_content() {
+        let mut pool = BlockPool::new(3);
+        let mut got = Vec::new();
+        assert!(pool.allocate(2, &mut got));
+        let first = h(1);
+        let mut colliding = h(1);
+        colliding.0[31] = 2;
+        pool.cache(got[0], first);
+        assert_eq!(pool.cached_block(&colliding), None);
+        pool.cache(got[1], colliding);
+        assert_eq!(pool.block_hash(got[1]), None, "the key is taken");
+        assert_eq!(pool.cached_block(&first), Some(got[0]));
     }
 
     #[test]

@@ -28,6 +28,16 @@ pub struct SeqBlocks {
 }
 
 impl SeqBlocks {
+    /// Room for `num_blocks` blocks and hashes, so a request that reserves
+    /// its longest length up front never reallocates while decoding.
+    pub fn with_capacity(num_blocks: usize) -> Self {
+        Self {
+            table: Vec::with_capacity(num_blocks),
+            hashes: Vec::with_capacity(num_blocks),
+            num_registered: 0,
+        }
+    }
+
     /// Block ids holding this request's positions, in order.
     pub fn table(&self) -> &[BlockId] {
         &self.table
@@ -142,8 +152,14 @@ impl KvCacheManager {
     ) -> bool {
         let bs = self.block_size;
         let total = num_computed_tokens + hits.len() * bs + num_new_tokens;
-        let held = seq.table.len() + hits.len();
-        let num_new_blocks = total.div_ceil(bs).saturating_sub(held);
+        // Multiplications rather than divisions on the decode path: most
+        // steps of a decoding request need no block and complete none.
+        let capacity = (seq.table.len() + hits.len()) * bs;
+        let num_new_blocks = if total <= capacity {
+            0
+        } else {
+            (total - capacity).div_ceil(bs)
+        };
         // A hit on a free block takes it out of the free queue, so it competes
         // with the new blocks for the free count.
         let free_hits = hits
@@ -158,9 +174,11 @@ impl KvCacheManager {
             seq.table.extend_from_slice(hits);
             seq.num_registered = seq.num_registered.max(seq.table.len());
         }
-        let allocated = self.pool.allocate(num_new_blocks, &mut seq.table);
-        debug_assert!(allocated);
-        if self.caching {
+        if num_new_blocks > 0 {
+            let allocated = self.pool.allocate(num_new_blocks, &mut seq.table);
+            debug_assert!(allocated);
+        }
+        if self.caching && total >= (seq.num_registered + 1) * bs {
             let full = (total / bs).min(tokens.len() / bs);
             if full > seq.num_registered {
                 extend_block_hashes(self.algo, bs, tokens, salt, &mut seq.hashes, full);

@@ -30,7 +30,7 @@ use state::RequestSlab;
 pub use state::RequestState;
 
 use crate::config::EngineConfig;
-use crate::kv_cache::{BlockId, KvCacheManager};
+use crate::kv_cache::{BlockId, KvCacheManager, SeqBlocks};
 use crate::request::{FinishReason, Request, RequestError, RequestId, RequestStatus};
 use crate::runner::{ScheduledBatch, ScheduledSeq};
 use std::collections::VecDeque;
@@ -157,7 +157,9 @@ impl Scheduler {
         if self.requests.contains(id) {
             return Err(RequestError::DuplicateId(id));
         }
-        let slot = self.requests.insert(RequestState::new(request));
+        let mut state = RequestState::new(request);
+        state.blocks = SeqBlocks::with_capacity(self.config.blocks_for(prompt + state.max_tokens));
+        let slot = self.requests.insert(state);
         self.waiting.push_back(slot);
         Ok(())
     }

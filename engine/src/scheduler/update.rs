@@ -23,6 +23,7 @@ impl Scheduler {
                 sampled.len()
             )));
         }
+        outcome.tokens.reserve(expected);
         let mut next_sample = sampled.iter();
         for planned in &self.plan.seqs {
             let state = self.requests.at_mut(planned.slot);

@@ -65,6 +65,16 @@ fn shape(settings: &Settings, concurrency: usize) -> Result<LoadShape, Experimen
     })
 }
 
+/// (max_num_seqs, concurrency) of every condition, in condition order.
+fn grid(settings: &Settings) -> Result<Vec<(usize, usize)>, ExperimentError> {
+    let concurrencies = settings.counts("concurrency")?;
+    Ok(settings
+        .counts("max_num_seqs")?
+        .into_iter()
+        .flat_map(|m| concurrencies.iter().map(move |&c| (m, c)))
+        .collect())
+}
+
 impl Experiment for CbSweep {
     fn name(&self) -> &'static str {
         "cb_sweep"
@@ -85,17 +95,15 @@ impl Experiment for CbSweep {
         vocab: u32,
     ) -> Result<Vec<Condition>, ExperimentError> {
         let mut out = Vec::new();
-        for m in settings.counts("max_num_seqs")? {
-            for c in settings.counts("concurrency")? {
-                let index = out.len();
-                let seed = condition_seed(seed, index);
-                let mut b = ScriptBuilder::new(seed, vocab);
-                load::closed_loop(&mut b, shape(settings, c)?);
-                let mut engine = settings.engine.clone();
-                engine.max_num_seqs = m;
-                let label = format!("max_num_seqs={m} concurrency={c}");
-                out.push(condition(label, engine, b.build(), seed)?);
-            }
+        for (m, c) in grid(settings)? {
+            let index = out.len();
+            let seed = condition_seed(seed, index);
+            let mut b = ScriptBuilder::new(seed, vocab);
+            load::closed_loop(&mut b, shape(settings, c)?);
+            let mut engine = settings.engine.clone();
+            engine.max_num_seqs = m;
+            let label = format!("max_num_seqs={m} concurrency={c}");
+            out.push(condition(label, engine, b.build(), seed)?);
         }
         Ok(out)
     }
@@ -109,25 +117,32 @@ impl Experiment for CbSweep {
         let mut table = Table::new(COLUMNS);
         let mut points: Vec<(usize, usize, load::LoadSummary)> = Vec::new();
         let concurrencies = settings.counts("concurrency")?;
-        let mut i = 0;
-        for m in settings.counts("max_num_seqs")? {
-            for &c in &concurrencies {
-                let (cond, rec) = (&conditions[i], &runs[i]);
-                i += 1;
-                let s = load::summarize(rec, shape(settings, c)?, &cond.label)?;
-                table.push(vec![
-                    Cell::int(m),
-                    Cell::int(c),
-                    Cell::num(Some(s.throughput_tok_s)),
-                    Cell::num(Some(s.ttft_median_ms)),
-                    Cell::num(Some(s.itl_median_ms)),
-                    Cell::num(Some(s.itl_p99_ms)),
-                    Cell::num(Some(s.throughput_spread_pct)),
-                    Cell::int(s.measured_batches),
-                    Cell::int(s.preemptions),
-                ]);
-                points.push((m, c, s));
-            }
+        let grid = grid(settings)?;
+        if grid.len() != conditions.len() || runs.len() != conditions.len() {
+            return Err(ExperimentError::Incomplete {
+                label: self.name().into(),
+                message: format!(
+                    "{} settings pairs, {} conditions, {} runs",
+                    grid.len(),
+                    conditions.len(),
+                    runs.len()
+                ),
+            });
+        }
+        for ((&(m, c), cond), rec) in grid.iter().zip(conditions).zip(runs) {
+            let s = load::summarize(rec, shape(settings, c)?, &cond.label)?;
+            table.push(vec![
+                Cell::int(m),
+                Cell::int(c),
+                Cell::num(Some(s.throughput_tok_s)),
+                Cell::num(Some(s.ttft_median_ms)),
+                Cell::num(Some(s.itl_median_ms)),
+                Cell::num(Some(s.itl_p99_ms)),
+                Cell::num(Some(s.throughput_spread_pct)),
+                Cell::int(s.measured_batches),
+                Cell::int(s.preemptions),
+            ]);
+            points.push((m, c, s));
         }
         let ticks: Vec<(f64, String)> = concurrencies
             .iter()
@@ -150,6 +165,7 @@ impl Experiment for CbSweep {
         };
         Ok(Report {
             summary: table,
+            key_columns: 2,
             charts: vec![
                 chart(
                     "cb_sweep_throughput",

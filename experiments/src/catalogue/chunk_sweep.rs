@@ -340,6 +340,7 @@ impl Experiment for ChunkSweep {
         }
         Ok(Report {
             summary: table,
+            key_columns: 2,
             charts,
         })
     }

@@ -27,10 +27,10 @@ pub use load::{batch_stats, BatchStats};
 pub enum ExperimentError {
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    #[error("condition {label}: {source}")]
+    #[error("condition {label}: {error}")]
     InvalidCondition {
         label: String,
-        source: engine::ConfigError,
+        error: engine::ConfigError,
     },
     #[error("setting `{key}`: {message}")]
     BadParameter { key: &'static str, message: String },
@@ -52,6 +52,9 @@ pub struct Condition {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub summary: Table,
+    /// Leading summary columns that identify a row (its condition); the
+    /// numeric columns after them are metrics (compared in `--mode both`).
+    pub key_columns: usize,
     pub charts: Vec<ChartSpec>,
 }
 
@@ -104,9 +107,9 @@ pub(crate) fn condition(
 ) -> Result<Condition, ExperimentError> {
     engine
         .validate()
-        .map_err(|source| ExperimentError::InvalidCondition {
+        .map_err(|error| ExperimentError::InvalidCondition {
             label: label.clone(),
-            source,
+            error,
         })?;
     Ok(Condition {
         label,

@@ -186,6 +186,7 @@ impl Experiment for PrefixCache {
         chart.x_ticks = Some(ticks);
         Ok(Report {
             summary: table,
+            key_columns: 2,
             charts: vec![chart],
         })
     }

@@ -174,12 +174,22 @@ impl Experiment for SaltIsolation {
                 cached.push(read.cached_tokens as f64);
             }
             let x = names.len() as f64;
-            names.push(case.to_string());
+            // Short tick labels: the full case names do not fit under the axis.
+            let short = |salt: Option<&str>| {
+                if salt == Some(SALT_B) {
+                    "b"
+                } else if salt.is_some() {
+                    "a"
+                } else {
+                    "none"
+                }
+            };
+            names.push(format!("{} then {}", short(writer), short(reader)));
             reader_pts.push((x, median(&ttfts).unwrap_or(f64::NAN)));
             cold_pts.push((x, median(&colds).unwrap_or(f64::NAN)));
             cached_pts.push((x, median(&cached).unwrap_or(f64::NAN)));
         }
-        let x_label = "case (writer then reader)";
+        let x_label = "writer salt then reader salt (a, b: tenant salts; none: unsalted)";
         let ttft_chart = ChartSpec::new(
             "salt_isolation_ttft",
             "salt_isolation: reader TTFT vs cold TTFT per case (median over rounds)",
@@ -199,6 +209,7 @@ impl Experiment for SaltIsolation {
         .series("reader cached tokens", cached_pts);
         Ok(Report {
             summary: table,
+            key_columns: 4,
             charts: vec![ttft_chart, cached_chart],
         })
     }

@@ -279,6 +279,7 @@ impl Experiment for TimingLeak {
         .series("attacker accuracy (held-out threshold)", acc_pts);
         Ok(Report {
             summary: table,
+            key_columns: 1,
             charts: vec![accuracy_chart, cdf],
         })
     }

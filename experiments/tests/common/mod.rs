@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests (included with `mod common;`).
 #![allow(dead_code)]
 
-use experiments::backend::{make_backend, CostSource, Mode, DEFAULT_GPU};
+use experiments::backend::{make_backends, CostSource, Mode, DEFAULT_GPU};
 use experiments::catalogue;
 use experiments::driver::{evaluate, Evaluation};
 use experiments::table::{Cell, Table};
@@ -14,12 +14,12 @@ pub fn evaluate_sim(name: &str, sets: &[&str], seed: u64) -> Evaluation {
     for s in sets {
         settings.set_arg(s).unwrap_or_else(|e| panic!("{s}: {e}"));
     }
-    let backend =
-        make_backend(Mode::Sim, &CostSource::Datasheet(DEFAULT_GPU.into())).expect("sim backend");
+    let backends =
+        make_backends(Mode::Sim, &CostSource::Datasheet(DEFAULT_GPU.into())).expect("sim backend");
     evaluate(
         exp,
         &settings,
-        backend.as_ref(),
+        backends[0].as_ref(),
         seed,
         &ProgressBar::hidden(),
     )
