@@ -181,3 +181,14 @@ impl<R: ModelRunner> EngineCore<R> {
         self.scheduler.kv_cache_mut().reset_prefix_cache()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recycled_batch_buffer_keeps_its_allocation() {
+        let seqs: Vec<ScheduledSeq<'static>> = Vec::with_capacity(64);
+        assert!(recycle(seqs).capacity() >= 64);
+    }
+}

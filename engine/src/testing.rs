@@ -5,9 +5,7 @@
 //! token will take (`start_pos + token_ids.len()`), so a run's outputs depend
 //! only on the positions the scheduler produces. It checks the parts of the
 //! runner contract it can check cheaply (O(1) per sequence: the block table
-//! covers the new positions and the block of the last one is not the null
-//! block) and
-//! rejects a batch that breaks them with [`RunnerError::BadBatch`].
+//! covers the new positions and its last block is not the null block) and rejects a batch that breaks them with [`RunnerError::BadBatch`].
 
 use crate::kv_cache::NULL_BLOCK;
 use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
@@ -66,8 +64,8 @@ impl ModelRunner for FixedTokenRunner {
                     seq.start_pos
                 )));
             }
-            // The block of the last new position: the one a decode writes.
-            if seq.block_table[(end - 1) / bs] == NULL_BLOCK {
+            // The last block: the one a decode writes (tables are exact).
+            if seq.block_table.last() == Some(&NULL_BLOCK) {
                 return Err(RunnerError::BadBatch(format!(
                     "request {}: null block in block table",
                     seq.request_id

@@ -5,7 +5,8 @@
 //! second, then where the time goes: the engine alone (the same closed loop
 //! driven without the event loop or records), the cost model, and the rest
 //! (event loop, records, workload). `cargo bench -p sim --bench throughput`;
-//! pass `quick` after `--` to skip the million-request run.
+//! pass `quick` after `--` to skip the million-request run, `profile` for
+//! one 300,000-request run alone.
 
 use engine::{EngineConfig, EngineCore, HashAlgo, Request};
 use sim::workload::{ClosedLoop, ClosedLoopConfig, PromptLayout, PromptSource, RequestMaker};
@@ -165,6 +166,11 @@ fn main() {
     let drop_shapes = RunOptions {
         record_step_shapes: false,
     };
+    if std::env::args().any(|a| a == "profile") {
+        // One long full run, for `perf record`.
+        full_run(&fast, 300_000, &drop_shapes);
+        return;
+    }
     println!("closed loop: {CLIENTS} clients, {PROMPT} tokens in / {OUTPUT} out, Qwen3-0.6B on the H200 roofline");
     full_run(&fast, 10_000, &keep);
     full_run(&sha, 10_000, &keep);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 pub trait Clock {
     fn now(&self) -> f64;
-    /// Idle until `t` (no-op if `t` is in the past).
+    /// Idle until `t` (no-op if `t` is in the past or not finite).
     fn wait_until(&mut self, t: f64);
     /// Called after each step with the runner's predicted duration, if any.
     fn step_finished(&mut self, modeled_seconds: Option<f64>);
@@ -95,6 +95,9 @@ impl Clock for WallClock {
         self.start.elapsed().as_secs_f64()
     }
     fn wait_until(&mut self, t: f64) {
+        if !t.is_finite() {
+            return;
+        }
         loop {
             let left = t - self.now();
             if left <= 0.0 {

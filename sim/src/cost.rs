@@ -30,7 +30,9 @@ pub struct ModelShape {
     pub head_dim: usize,
     pub vocab: usize,
     pub bytes_per_param: usize,
-    /// LM head shares the embedding matrix (counted once in memory).
+    /// LM head shares the embedding matrix (counted once in memory). Absent
+    /// in older files: read as untied, which only overstates weight memory.
+    #[serde(default)]
     pub tied_embeddings: bool,
 }
 

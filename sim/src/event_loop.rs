@@ -45,6 +45,8 @@ pub enum RunError {
          are unfinished; the KV cache is probably too small for them"
     )]
     Stuck { engine: usize, requests: Vec<u64> },
+    #[error("request {id} arrives at {time} s: arrival times must be finite")]
+    BadArrivalTime { id: u64, time: f64 },
     #[error("engine {engine} reported request {id}, which the run never sent it")]
     UnknownRequest { engine: usize, id: u64 },
 }
@@ -149,6 +151,13 @@ impl LoopState {
                 engines: self.free_at.len(),
             });
         }
+        let time = arrival.request.arrival_time;
+        if !time.is_finite() {
+            return Err(RunError::BadArrivalTime {
+                id: arrival.request.id.0,
+                time,
+            });
+        }
         self.arrivals.push(arrival);
         Ok(())
     }
@@ -222,11 +231,13 @@ impl LoopState {
         } = outcome;
 
         let index = &self.index;
-        let record_of = |id: RequestId| {
-            index.get(id.0).ok_or(RunError::UnknownRequest {
+        // A match, not `ok_or`: building the error eagerly costs a drop per token.
+        let record_of = |id: RequestId| match index.get(id.0) {
+            Some(i) => Ok(i),
+            None => Err(RunError::UnknownRequest {
                 engine: engine_index,
                 id: id.0,
-            })
+            }),
         };
         let requests = &mut self.records.requests;
         for (id, cached) in admitted {

@@ -272,3 +272,33 @@ fn a_reused_engine_keeps_its_cache_and_counters_cover_one_run() {
         "time goes on"
     );
 }
+
+#[test]
+fn an_arrival_time_that_is_not_finite_fails_the_run() {
+    let mut request = Request::new(4, vec![1; 8], 1);
+    request.arrival_time = f64::NAN;
+    struct Once(Option<sim::Arrival>);
+    impl Workload for Once {
+        fn initial(&mut self) -> Vec<sim::Arrival> {
+            self.0.take().into_iter().collect()
+        }
+        fn on_finish(&mut self, _id: u64, _now: f64) -> Vec<sim::Arrival> {
+            Vec::new()
+        }
+    }
+    let arrival = sim::Arrival {
+        request,
+        engine: 0,
+        tag: String::new(),
+    };
+    let mut engines = vec![sim_engine(config())];
+    let err = run(
+        &mut engines,
+        &mut VirtualClock::new(),
+        &mut Once(Some(arrival)),
+    );
+    assert!(
+        matches!(err, Err(RunError::BadArrivalTime { id: 4, .. })),
+        "{err:?}"
+    );
+}

@@ -140,8 +140,29 @@ impl KvCacheManager {
     /// [`computed_blocks`](Self::computed_blocks) (which follow them), then
     /// caches every block that is full once those tokens are written.
     /// Returns false, changing nothing, if the free blocks do not suffice.
-    #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn allocate_slots(
+        &mut self,
+        seq: &mut SeqBlocks,
+        tokens: &[u32],
+        salt: Option<&str>,
+        num_computed_tokens: usize,
+        num_new_tokens: usize,
+        hits: &[BlockId],
+    ) -> bool {
+        // The decode fast path: room in the last block and no block filled.
+        let bs = self.block_size;
+        let total = num_computed_tokens + num_new_tokens;
+        if hits.is_empty()
+            && total <= seq.table.len() * bs
+            && !(self.caching && total >= (seq.num_registered + 1) * bs)
+        {
+            return true;
+        }
+        self.allocate_slots_slow(seq, tokens, salt, num_computed_tokens, num_new_tokens, hits)
+    }
+
+    fn allocate_slots_slow(
         &mut self,
         seq: &mut SeqBlocks,
         tokens: &[u32],
@@ -208,13 +229,96 @@ impl KvCacheManager {
         (self.queried_tokens, self.hit_tokens)
     }
 
-    /// Forgets every cached hash. Refused (false) while any block is held,
-    /// because held blocks would otherwise be cached again under new hashes.
+    /// Forgets every cached hash. Refused (false) while any block is held, as
+    /// in vLLM: a held block's request counts it as registered, so the reset
+    /// could not forget it consistently.
     pub fn reset_prefix_cache(&mut self) -> bool {
         if self.pool.num_used() != 0 {
             return false;
         }
         self.pool.reset_cache();
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manager(usable_blocks: usize) -> KvCacheManager {
+        KvCacheManager::new(usable_blocks + 1, 4, true, HashAlgo::Sha256)
+    }
+
+    #[test]
+    fn failed_allocation_changes_nothing() {
+        let mut kv = manager(3);
+        let tokens: Vec<u32> = (0..13).collect();
+        let mut seq = SeqBlocks::default();
+        assert!(!kv.allocate_slots(&mut seq, &tokens, None, 0, 13, &[]));
+        assert!(seq.table().is_empty());
+        assert_eq!(kv.num_free_blocks(), 3);
+        assert_eq!(kv.pool().num_cached(), 0);
+        assert!(kv.allocate_slots(&mut seq, &tokens, None, 0, 12, &[]));
+        assert_eq!(seq.table().len(), 3);
+        assert_eq!(kv.pool().num_cached(), 3);
+    }
+
+    #[test]
+    fn hits_on_free_blocks_count_against_the_free_pool() {
+        let mut kv = manager(3);
+        let tokens: Vec<u32> = (0..9).collect();
+        let mut writer = SeqBlocks::default();
+        assert!(kv.allocate_slots(&mut writer, &tokens, None, 0, 8, &[]));
+        kv.free(&mut writer);
+        // Two cached free blocks; the reader needs them plus 2 new: 4 > 3.
+        let mut reader = SeqBlocks::default();
+        let mut hits = Vec::new();
+        assert_eq!(kv.computed_blocks(&mut reader, &tokens, None, &mut hits), 8);
+        assert!(!kv.allocate_slots(&mut reader, &tokens, None, 0, 5, &hits));
+        assert!(kv.allocate_slots(&mut reader, &tokens, None, 0, 1, &hits));
+        assert_eq!(reader.table()[..2], hits[..]);
+        assert_eq!(kv.num_free_blocks(), 0);
+    }
+
+    #[test]
+    fn only_full_blocks_are_cached() {
+        let mut kv = manager(4);
+        let tokens: Vec<u32> = (0..10).collect();
+        let mut seq = SeqBlocks::default();
+        assert!(kv.allocate_slots(&mut seq, &tokens, None, 0, 7, &[]));
+        assert_eq!(kv.pool().num_cached(), 1);
+        assert!(kv.allocate_slots(&mut seq, &tokens, None, 7, 3, &[]));
+        assert_eq!(kv.pool().num_cached(), 2);
+        assert_eq!(seq.hashes().len(), 2);
+    }
+
+    #[test]
+    fn caching_off_neither_hashes_nor_hits() {
+        let mut kv = KvCacheManager::new(5, 4, false, HashAlgo::Fast);
+        let tokens: Vec<u32> = (0..9).collect();
+        let mut seq = SeqBlocks::default();
+        assert!(kv.allocate_slots(&mut seq, &tokens, None, 0, 9, &[]));
+        assert!(seq.hashes().is_empty());
+        let mut hits = Vec::new();
+        assert_eq!(
+            kv.computed_blocks(&mut SeqBlocks::default(), &tokens, None, &mut hits),
+            0
+        );
+    }
+
+    #[test]
+    fn reset_is_refused_while_blocks_are_held() {
+        let mut kv = manager(2);
+        let tokens: Vec<u32> = (0..5).collect();
+        let mut seq = SeqBlocks::default();
+        assert!(kv.allocate_slots(&mut seq, &tokens, None, 0, 4, &[]));
+        assert!(!kv.reset_prefix_cache());
+        kv.free(&mut seq);
+        assert!(kv.reset_prefix_cache());
+        let mut hits = Vec::new();
+        assert_eq!(
+            kv.computed_blocks(&mut SeqBlocks::default(), &tokens, None, &mut hits),
+            0
+        );
     }
 }

@@ -199,61 +199,66 @@ impl Scheduler {
         &self.plan
     }
 
-    fn chunk(&self, remaining: usize, budget: usize) -> usize {
-        let threshold = self.config.long_prefill_token_threshold;
-        let capped = if threshold > 0 {
-            remaining.min(threshold)
-        } else {
-            remaining
-        };
-        capped.min(budget)
-    }
-
     fn schedule_running(&mut self, budget: &mut usize) {
+        let max_model_len = self.config.max_model_len;
+        let threshold = self.config.long_prefill_token_threshold;
         let mut index = 0;
         while index < self.running.len() && *budget > 0 {
             let slot = self.running[index];
-            let state = self.requests.at(slot);
+            let state = self.requests.at_mut(slot);
             let computed = state.num_computed_tokens;
-            let room = self.config.max_model_len.saturating_sub(computed);
-            let num_new = self.chunk(state.tokens.len() - computed, *budget).min(room);
+            let remaining = state.tokens.len() - computed;
+            let room = max_model_len.saturating_sub(computed);
+            let num_new = cap_chunk(remaining, threshold).min(*budget).min(room);
             if num_new == 0 {
                 index += 1;
                 continue;
             }
-            let scheduled = loop {
-                let state = self.requests.at_mut(slot);
-                let salt = state.cache_salt.as_deref();
-                if self.kv.allocate_slots(
-                    &mut state.blocks,
-                    &state.tokens,
-                    salt,
-                    computed,
-                    num_new,
-                    &[],
-                ) {
-                    break true;
-                }
-                let Some(victim) = self.running.pop() else {
-                    break false;
-                };
-                self.preempt(victim);
-                if victim == slot {
-                    break false;
-                }
-            };
-            if !scheduled {
+            let salt = state.cache_salt.as_deref();
+            let fits = self.kv.allocate_slots(
+                &mut state.blocks,
+                &state.tokens,
+                salt,
+                computed,
+                num_new,
+                &[],
+            );
+            if !fits && !self.preempt_until_fits(slot, computed, num_new) {
                 break;
             }
-            let samples = computed + num_new == self.requests.at(slot).tokens.len();
             self.plan.seqs.push(PlannedSeq {
                 slot,
                 num_new_tokens: num_new,
-                samples,
+                samples: num_new == remaining,
             });
             *budget -= num_new;
             index += 1;
         }
+    }
+
+    /// Preempts running requests from the back until `slot`'s allocation
+    /// fits (true) or `slot` itself was preempted (false).
+    #[cold]
+    fn preempt_until_fits(&mut self, slot: u32, computed: usize, num_new: usize) -> bool {
+        while let Some(victim) = self.running.pop() {
+            self.preempt(victim);
+            if victim == slot {
+                return false;
+            }
+            let state = self.requests.at_mut(slot);
+            let salt = state.cache_salt.as_deref();
+            if self.kv.allocate_slots(
+                &mut state.blocks,
+                &state.tokens,
+                salt,
+                computed,
+                num_new,
+                &[],
+            ) {
+                return true;
+            }
+        }
+        false
     }
 
     fn preempt(&mut self, slot: u32) {
@@ -283,12 +288,7 @@ impl Scheduler {
             let computed = state.num_computed_tokens + cached;
             let remaining = state.tokens.len() - computed;
             let room = self.config.max_model_len.saturating_sub(computed);
-            let threshold = self.config.long_prefill_token_threshold;
-            let wanted = if threshold > 0 {
-                remaining.min(threshold)
-            } else {
-                remaining
-            };
+            let wanted = cap_chunk(remaining, self.config.long_prefill_token_threshold);
             if !self.config.enable_chunked_prefill && wanted > *budget {
                 break;
             }
@@ -347,5 +347,14 @@ impl Scheduler {
             seqs,
             block_size: self.config.block_size,
         }
+    }
+}
+
+/// `remaining` capped by `long_prefill_token_threshold` (0 = no cap).
+fn cap_chunk(remaining: usize, threshold: usize) -> usize {
+    if threshold > 0 {
+        remaining.min(threshold)
+    } else {
+        remaining
     }
 }

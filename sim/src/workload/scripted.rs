@@ -68,8 +68,10 @@ impl Scripted {
                 ));
             }
         }
-        for (&id, trigger) in &trigger_of {
-            let mut current = *trigger;
+        // In script order, so the error names the first bad entry.
+        for e in &entries {
+            let id = e.request.id.0;
+            let mut current = e.trigger;
             let mut hops = 0;
             while let Trigger::AfterFinish { id: parent, .. } = current {
                 current = *trigger_of.get(&parent).ok_or_else(|| {
