@@ -37,11 +37,15 @@ impl Backend for PlanBackend<'_> {
     }
 
     fn vocab(&self) -> u32 {
-        u32::try_from(self.target.model.vocab).unwrap_or(u32::MAX)
+        super::evaluate::prompt_vocab(&self.target.model)
     }
 
     fn parallel_conditions(&self) -> bool {
         true
+    }
+
+    fn kv_blocks(&self, engine: &EngineConfig) -> Option<usize> {
+        Some(self.target.kv_blocks(engine))
     }
 
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
@@ -72,9 +76,9 @@ pub fn run_cb_sweep(
         seed,
         quiet,
     };
-    run_experiment(exp, settings, &backend, &opts).map_err(|source| PlanError::CbSweep {
+    run_experiment(exp, settings, &[&backend], &opts).map_err(|error| PlanError::CbSweep {
         gpu: target.gpu.name.clone(),
-        source,
+        error,
     })
 }
 

@@ -1,5 +1,7 @@
 //! Errors of `exp plan`: each names the input at fault (flag, file, line,
 //! field, GPU or engine setting) so the message alone says what to fix.
+//! As in the rest of the crate, a message carries its cause in the text and
+//! no variant exposes it as `source` (`{:#}` would print it twice).
 
 use crate::driver::DriverError;
 use crate::settings::SettingsError;
@@ -13,13 +15,13 @@ pub enum PlanError {
     #[error("--gpu: {0}")]
     Gpu(String),
     #[error("--gpu-file: {0}")]
-    GpuFile(#[from] calibration::datasheet::DatasheetError),
+    GpuFile(calibration::datasheet::DatasheetError),
     #[error("--model {name:?}: {message}")]
     Model { name: String, message: String },
-    #[error("{}: cannot read the workload: {source}", path.display())]
+    #[error("{}: cannot read the workload: {error}", path.display())]
     WorkloadIo {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}:{line}:{column}: invalid workload: {message}", path.display())]
     WorkloadSyntax {
@@ -50,21 +52,21 @@ pub enum PlanError {
     #[error(transparent)]
     Settings(#[from] SettingsError),
     #[error("engine settings: {0}")]
-    Engine(#[from] engine::ConfigError),
+    Engine(engine::ConfigError),
     #[error("--profile: {0}")]
-    Profile(#[from] calibration::ProfileError),
+    Profile(calibration::ProfileError),
     #[error("{}: {message}", path.display())]
     ProfileMismatch { path: PathBuf, message: String },
-    #[error("GPU {gpu}, {setting}: {source}")]
+    #[error("GPU {gpu}, {setting}: {error}")]
     Run {
         gpu: String,
         setting: String,
-        source: super::search::SimError,
+        error: super::search::SimError,
     },
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("figure {stem}: {message}")]
     Figure { stem: String, message: String },
@@ -72,6 +74,24 @@ pub enum PlanError {
     Meta(String),
     #[error("experiment {0} is not in the catalogue")]
     MissingExperiment(&'static str),
-    #[error("cb_sweep on {gpu}: {source}")]
-    CbSweep { gpu: String, source: DriverError },
+    #[error("cb_sweep on {gpu}: {error}")]
+    CbSweep { gpu: String, error: DriverError },
+}
+
+impl From<calibration::datasheet::DatasheetError> for PlanError {
+    fn from(e: calibration::datasheet::DatasheetError) -> Self {
+        Self::GpuFile(e)
+    }
+}
+
+impl From<engine::ConfigError> for PlanError {
+    fn from(e: engine::ConfigError) -> Self {
+        Self::Engine(e)
+    }
+}
+
+impl From<calibration::ProfileError> for PlanError {
+    fn from(e: calibration::ProfileError) -> Self {
+        Self::Profile(e)
+    }
 }

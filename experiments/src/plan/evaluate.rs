@@ -56,26 +56,30 @@ pub fn decode_context(inputs: &PlanInputs) -> usize {
     (prompt + output / 2.0).round() as usize
 }
 
+/// Prompt token ids are drawn from `0..prompt_vocab`: regular tokens only,
+/// as the experiments' sim backend does (at least 2 ids).
+pub fn prompt_vocab(model: &sim::ModelShape) -> u32 {
+    let size = u32::try_from(model.vocab).unwrap_or(u32::MAX);
+    size.clamp(2, sim::workload::QWEN3_REGULAR_VOCAB)
+}
+
 /// The run's requests at one request per second, prompts drawn once.
 fn unit_arrivals(inputs: &PlanInputs) -> Result<Vec<Arrival>, PlanError> {
     let entries = inputs
         .workload
         .unit_rate_entries(inputs.method.requests, inputs.method.seed);
-    let vocab = inputs
-        .targets
-        .first()
-        .map_or(1, |t| u32::try_from(t.model.vocab).unwrap_or(u32::MAX));
-    let source = PromptSource::random_tokens(vocab.max(2))
+    let vocab = inputs.targets.first().map_or(2, |t| prompt_vocab(&t.model));
+    let source = PromptSource::random_tokens(vocab)
         .map_err(|e| PlanError::Workload(sim::WorkloadError::Prompt(e)))?;
     let replay = TraceReplay::new(entries, &source, inputs.method.seed, 1, 0)?;
     Ok(replay.arrivals().to_vec())
 }
 
 fn run_error(target: &GpuModel, setting: String) -> impl FnOnce(SimError) -> PlanError + '_ {
-    move |source| PlanError::Run {
+    move |error| PlanError::Run {
         gpu: target.gpu.name.clone(),
         setting,
-        source,
+        error,
     }
 }
 

@@ -127,9 +127,9 @@ pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
         .zip(cb_sweeps.iter())
         .collect();
     let cb_path = inputs.out.join("cb_sweep.csv");
-    std::fs::write(&cb_path, cb::combined_csv(&named)).map_err(|source| PlanError::Io {
+    std::fs::write(&cb_path, cb::combined_csv(&named)).map_err(|error| PlanError::Io {
         path: cb_path.clone(),
-        source,
+        error,
     })?;
     files.push(cb_path);
     let assumptions = output::assumptions_text(&inputs, &plans);

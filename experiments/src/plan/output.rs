@@ -256,9 +256,9 @@ struct Meta<'a> {
 }
 
 fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), PlanError> {
-    std::fs::write(&path, text).map_err(|source| PlanError::Io {
+    std::fs::write(&path, text).map_err(|error| PlanError::Io {
         path: path.clone(),
-        source,
+        error,
     })?;
     files.push(path);
     Ok(())
@@ -270,9 +270,9 @@ pub fn write_all(
     plans: &[GpuPlan],
     dir: &Path,
 ) -> Result<Vec<PathBuf>, PlanError> {
-    std::fs::create_dir_all(dir).map_err(|source| PlanError::Io {
+    std::fs::create_dir_all(dir).map_err(|error| PlanError::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let mut files = Vec::new();
     write(
@@ -316,7 +316,7 @@ pub fn write_all(
     write(dir.join("meta.ron"), &text, &mut files)?;
     for spec in charts(plans, &inputs.slo) {
         let drawn =
-            charts::draw(&spec, figures::Source::Sim, dir).map_err(|e| PlanError::Figure {
+            charts::draw(&[(figures::Source::Sim, &spec)], dir).map_err(|e| PlanError::Figure {
                 stem: spec.stem.clone(),
                 message: e.to_string(),
             })?;

@@ -171,9 +171,9 @@ impl PlanWorkload {
     }
 
     fn load_ron(path: &Path) -> Result<Self, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::WorkloadIo {
+        let text = std::fs::read_to_string(path).map_err(|error| PlanError::WorkloadIo {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         let shape: SyntheticWorkload =
             ron::from_str(&text).map_err(|e| PlanError::WorkloadSyntax {
