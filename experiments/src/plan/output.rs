@@ -186,12 +186,16 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
         );
     }
     if plans.iter().any(|p| p.target.basis == Basis::Roofline) {
+        let d = sim::RooflineEfficiencies::default();
         let _ = writeln!(
             s,
             "\nNo calibrated profile for this model (give --profile FILE, or ship one in \
              calibration/profiles/): steps are priced by sim's datasheet RooflineModel with its \
-             default efficiencies (100 us per step, 0.7 of peak bandwidth, 0.6 of peak FLOP/s); \
-             treat the numbers as a first estimate."
+             default efficiencies ({:.0} us per step; linear layers at {} of peak bandwidth and \
+             {} of peak FLOP/s); treat the numbers as a first estimate.",
+            d.step_overhead_s * 1e6,
+            d.linear.memory,
+            d.linear.compute
         );
     }
     let (m, e) = (&inputs.method, &inputs.engine);
@@ -208,9 +212,11 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
          Search: grid max_num_batched_tokens {:?} x max_num_seqs {:?}, in parallel; per setting \
          the highest Poisson rate meeting the SLO: {} requests per run (seed {}, same requests at \
          every rate, gaps rescaled), first {}% by arrival left out as warm-up, p99 by linear \
-         interpolation (numpy default); a check with requests running alone (0 if that fails); the saturation rate (completions \
-         per second with every request queued at once) caps the search, since a queue fed faster \
-         grows without bound; then doubling from 1 req/s and bisection to within {}%. Best setting: highest rate, ties to fewer sequences then fewer batched tokens.",
+         interpolation (numpy default). A check with requests running alone comes first (0 if \
+         it fails); the saturation rate (completions per second with every request queued at \
+         once) caps the search, since a queue fed faster grows without bound; then doubling from \
+         half the saturation rate (or halving) and bisection to within {}%. Best setting: highest \
+         rate, ties to fewer sequences then fewer batched tokens.",
         inputs.workload.describe(),
         inputs.slo.ttft_p99_ms,
         inputs.slo.itl_p99_ms,

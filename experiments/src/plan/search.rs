@@ -12,8 +12,8 @@
 //! - First the requests are run nearly alone (`ISOLATED_RATE`, gaps of
 //!   hours): if that already misses the SLO, no rate can meet it and the
 //!   setting's maximum is 0, with the reason.
-//! - Otherwise, bracket: start at 1 request/s (or half the saturation rate,
-//!   if lower) and double while the SLO holds
+//! - Otherwise, bracket: start at half the saturation rate (1 request/s when
+//!   the run is too short to show one) and double while the SLO holds
 //!   (or halve while it does not), then bisect between the highest passing
 //!   and lowest failing rate until they are within `precision_pct` of each
 //!   other. The reported rate is the highest one that passed.
@@ -275,7 +275,11 @@ pub fn search_setting(
         let p = probe(rate, n)?;
         Ok(p.meets_slo.then_some(p))
     };
-    let start = START_RATE.min(saturation / 2.0);
+    let start = if saturation.is_finite() {
+        saturation / 2.0
+    } else {
+        START_RATE
+    };
     let (mut pass, mut fail) = match passes(start)? {
         Some(mut pass) => loop {
             let rate = pass.rate_per_s * 2.0;
