@@ -251,19 +251,23 @@ fn a_shipped_profile_for_the_model_is_found_without_flags() {
     small_plan(&out, &args).expect("plan runs");
     let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
     assert!(meta.contains("h200-qwen3-0.6b.ron"), "{meta}");
-    // A model no shipped profile covers falls back to the roofline.
-    let out = dir.join("tiny");
+    // Profiles for other models are skipped: the plan falls back to the roofline.
+    let elsewhere = dir.join("other-profiles");
+    let mut other = profile_on(h200());
+    other.provenance.model = "qwen3-8b".into();
+    other.save(&elsewhere.join("h200-qwen3-8b.ron")).unwrap();
+    let out = dir.join("fallback");
     let args = [
         "--gpu",
         "h200-sxm",
-        "--model",
-        "tiny",
         "--profiles-dir",
-        shipped.to_str().unwrap(),
+        elsewhere.to_str().unwrap(),
     ];
     small_plan(&out, &args).expect("plan runs");
     let text = std::fs::read_to_string(out.join("assumptions.txt")).unwrap();
     assert!(text.contains("datasheet roofline"), "{text}");
+    let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
+    assert!(meta.contains("basis: Roofline"), "{meta}");
 }
 
 #[test]
