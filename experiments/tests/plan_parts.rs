@@ -88,31 +88,51 @@ fn kv_capacity_matches_a_hand_computation() {
 
 #[test]
 fn exp_run_sim_accepts_every_table_gpu() {
+    use experiments::backend::{make_backends, CostSource, Mode};
+    use experiments::{catalogue, driver};
+    // Through the command line for one GPU (files written, GPU in meta.ron) ...
     let out = scratch("run_every_gpu");
-    for gpu in calibration::datasheet::known_names() {
-        run(&[
-            "run",
-            "cb_sweep",
-            "--mode",
-            "sim",
-            "--gpu",
-            &gpu,
-            "--out",
-            out.join(&gpu).to_str().unwrap(),
-            "--set",
-            "concurrency=1",
-            "--set",
-            "batches=2",
-            "--set",
-            "prompt_tokens=16",
-            "--set",
-            "output_tokens=2",
-            "--quiet",
-        ])
-        .unwrap_or_else(|e| panic!("{gpu}: {e:#}"));
-        let meta = std::fs::read_to_string(out.join(&gpu).join("cb_sweep/sim/meta.ron")).unwrap();
-        assert!(meta.contains(&format!("\"{gpu}\"")), "{gpu}: {meta}");
+    let sets = [
+        "concurrency=1",
+        "batches=2",
+        "prompt_tokens=16",
+        "output_tokens=2",
+    ];
+    let mut args = vec!["run", "cb_sweep", "--mode", "sim", "--gpu", "l4", "--quiet"];
+    args.extend(["--out", out.to_str().unwrap()]);
+    for s in &sets {
+        args.extend(["--set", s]);
     }
+    run(&args).expect("exp run --gpu l4");
+    let meta = std::fs::read_to_string(out.join("cb_sweep/sim/meta.ron")).unwrap();
+    assert!(meta.contains("\"l4\""), "{meta}");
+    // ... and for every table GPU through the same backend, without files.
+    let exp = catalogue::find("cb_sweep").unwrap();
+    let mut settings = catalogue::default_settings(exp).unwrap();
+    for s in &sets {
+        settings.set_arg(s).unwrap();
+    }
+    let ttft = |gpu: &str| {
+        let backends = make_backends(Mode::Sim, &CostSource::Datasheet(gpu.into()))
+            .unwrap_or_else(|e| panic!("{gpu}: {e}"));
+        let bar = indicatif::ProgressBar::hidden();
+        let eval = driver::evaluate(exp, &settings, backends[0].as_ref(), 0, &bar)
+            .unwrap_or_else(|e| panic!("{gpu}: {e}"));
+        let t = &eval.report.summary;
+        t.get(0, "ttft_median_ms").and_then(|c| c.as_f64()).unwrap()
+    };
+    let all: Vec<(String, f64)> = calibration::datasheet::known_names()
+        .into_iter()
+        .map(|g| {
+            let t = ttft(&g);
+            (g, t)
+        })
+        .collect();
+    let of = |name: &str| all.iter().find(|(g, _)| g == name).unwrap().1;
+    assert!(
+        of("rtx-4060-laptop") > of("h200-sxm"),
+        "a laptop GPU answers slower than an H200: {all:?}"
+    );
 }
 
 #[test]
