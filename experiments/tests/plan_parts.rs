@@ -213,3 +213,66 @@ fn best_setting_is_the_highest_rate_with_ties_to_fewer_resources() {
     assert_eq!((b.max_num_batched_tokens, b.max_num_seqs), (2048, 32));
     assert!(best(&[result(512, 16, 0.0)]).is_none(), "0 is no setting");
 }
+
+#[test]
+fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
+    use experiments::plan::search::{measure, search_setting, SearchMethod, ISOLATED_RATE};
+    use experiments::plan::slo::Slo;
+    use experiments::plan::workload::{Lengths, PlanWorkload, SyntheticWorkload};
+    use sim::workload::{PromptSource, TraceReplay};
+    let l4 = calibration::datasheet::lookup("l4").unwrap();
+    let target = GpuModel::roofline(&l4, &ModelShape::qwen3_0_6b());
+    let workload = PlanWorkload::Synthetic {
+        shape: SyntheticWorkload {
+            prompt_tokens: Lengths::Uniform { min: 64, max: 512 },
+            output_tokens: Lengths::Fixed(16),
+        },
+        file: None,
+    };
+    let entries = workload.unit_rate_entries(80, 3);
+    let source = PromptSource::random_tokens(1000).unwrap();
+    let unit = TraceReplay::new(entries, &source, 3, 1, 0)
+        .unwrap()
+        .arrivals()
+        .to_vec();
+    let method = SearchMethod {
+        requests: 80,
+        warmup_pct: 10.0,
+        precision_pct: 2.0,
+        seed: 3,
+    };
+    let mut engine = EngineConfig::default();
+    engine.prefix_caching_hash_algo = engine::HashAlgo::Fast;
+    let setting = (1024, 32);
+    let loose = search_setting(&target, &engine, setting, &unit, &Slo::default(), &method).unwrap();
+    let at_loose = loose.at_max.clone().expect("the default SLO is met");
+    let alone = measure(
+        &target,
+        &engine,
+        &unit,
+        ISOLATED_RATE,
+        &Slo::default(),
+        10.0,
+    )
+    .unwrap();
+    // Halfway between an idle engine's TTFT and the TTFT at the loose maximum.
+    let tight_slo = Slo {
+        ttft_p99_ms: (alone.ttft_p99_ms + at_loose.ttft_p99_ms) / 2.0,
+        itl_p99_ms: 100.0,
+    };
+    let tight = search_setting(&target, &engine, setting, &unit, &tight_slo, &method).unwrap();
+    let at_tight = tight.at_max.clone().expect("met above the idle TTFT");
+    assert!(tight.max_qps < loose.max_qps, "{tight:?} vs {loose:?}");
+    assert!(at_tight.ttft_p99_ms <= tight_slo.ttft_p99_ms);
+    // The bisection stopped within its precision of a failing rate.
+    let above = measure(
+        &target,
+        &engine,
+        &unit,
+        tight.max_qps * 1.05,
+        &tight_slo,
+        10.0,
+    )
+    .unwrap();
+    assert!(!above.meets_slo, "{above:?} at 5 % above {}", tight.max_qps);
+}
