@@ -268,6 +268,25 @@ fn a_shipped_profile_for_the_model_is_found_without_flags() {
     assert!(text.contains("datasheet roofline"), "{text}");
     let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
     assert!(meta.contains("basis: Roofline"), "{meta}");
+    // A profile named for the model but of another shape is an error, not a
+    // quiet fallback.
+    let mut wrong = profile_on(h200());
+    wrong.model.num_layers = 12;
+    wrong
+        .save(&elsewhere.join("h200-qwen3-0.6b-old.ron"))
+        .unwrap();
+    let args = [
+        "plan",
+        "--gpu",
+        "h200-sxm",
+        "--profiles-dir",
+        elsewhere.to_str().unwrap(),
+    ];
+    let msg = error_of(&args);
+    assert!(
+        msg.contains("h200-qwen3-0.6b-old.ron") && msg.contains("shape"),
+        "{msg}"
+    );
 }
 
 #[test]

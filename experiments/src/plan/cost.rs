@@ -2,8 +2,9 @@
 //!
 //! Contract:
 //! - With a calibrated profile for the model (`--profile FILE`, or the first
-//!   profile in the shipped profiles folder whose provenance names the model
-//!   and whose model shape matches), each target GPU gets the profile moved
+//!   profile, by file name, in the shipped profiles folder whose provenance
+//!   names the `--model` preset; its model shape must match that preset's, or
+//!   the plan fails naming the file), each target GPU gets the profile moved
 //!   there by `calibration::transfer::transfer` (unchanged on the GPU it was
 //!   measured on).
 //! - Otherwise each target GPU gets sim's datasheet `RooflineModel` with its
@@ -137,8 +138,14 @@ pub fn kv_capacity_tokens(blocks: usize, block_size: usize) -> usize {
     blocks.saturating_sub(1) * block_size
 }
 
-fn matches(profile: &CostProfile, model_name: &str, shape: &ModelShape) -> bool {
-    profile.provenance.model == model_name && profile.model == *shape
+fn shape_mismatch(path: &Path, profile: &CostProfile, model_name: &str) -> PlanError {
+    PlanError::ProfileMismatch {
+        path: path.to_path_buf(),
+        message: format!(
+            "the profile is for model {:?} but its shape {:?} is not --model {model_name}'s",
+            profile.provenance.model, profile.model
+        ),
+    }
 }
 
 /// The profile to transfer: `explicit` if given (its model shape must match),
@@ -153,14 +160,7 @@ pub fn choose_profile(
     if let Some(path) = explicit {
         let profile = CostProfile::load(path)?;
         if profile.model != *shape {
-            return Err(PlanError::ProfileMismatch {
-                path: path.to_path_buf(),
-                message: format!(
-                    "the profile was measured for model {:?} with another shape than --model \
-                     {model_name}",
-                    profile.provenance.model
-                ),
-            });
+            return Err(shape_mismatch(path, &profile, model_name));
         }
         return Ok(Some((path.to_path_buf(), profile)));
     }
@@ -175,9 +175,15 @@ pub fn choose_profile(
     for path in files {
         // A shipped profile that does not load is a broken tree: say so.
         let profile = CostProfile::load(&path)?;
-        if matches(&profile, model_name, shape) {
-            return Ok(Some((path, profile)));
+        if profile.provenance.model != model_name {
+            continue;
         }
+        // Same model name, other shape: a stale or mislabelled file; say so
+        // rather than quietly falling back to the roofline.
+        if profile.model != *shape {
+            return Err(shape_mismatch(&path, &profile, model_name));
+        }
+        return Ok(Some((path, profile)));
     }
     Ok(None)
 }
