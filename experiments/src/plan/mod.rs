@@ -14,7 +14,9 @@
 //!   `plan_itl_p99` (PNG + SVG: p99 latency vs rate at the best settings);
 //! - `assumptions.txt` (also printed unless `--quiet`) and `meta.ron`;
 //! - `cb_sweep.csv` (all GPUs) and cb_sweep's usual files under
-//!   `DIR/<gpu>/cb_sweep/`.
+//!   `DIR/<gpu>/cb_sweep/`; cb_sweep runs with its own parameter defaults
+//!   (changed by `--cb-set`) on the plan's engine options (`--set`, apart
+//!   from the two grid keys, which cb_sweep does not take from the plan).
 //!
 //! An SLO no setting can meet gives `max_qps_under_slo` 0 and a note saying
 //! why, not an error; bad input (GPU, SLO, workload, settings) fails before

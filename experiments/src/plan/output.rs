@@ -250,7 +250,11 @@ struct GpuMeta<'a> {
 #[derive(Serialize)]
 struct Meta<'a> {
     model: &'a str,
+    /// Base engine options; the two grid keys below replace its
+    /// `max_num_batched_tokens` and `max_num_seqs`.
     engine: &'a EngineConfig,
+    grid_max_num_batched_tokens: &'a [usize],
+    grid_max_num_seqs: &'a [usize],
     slo: &'a Slo,
     workload: String,
     method: &'a SearchMethod,
@@ -301,6 +305,8 @@ pub fn write_all(
     let meta = Meta {
         model: &inputs.model_name,
         engine: &inputs.engine,
+        grid_max_num_batched_tokens: &inputs.batched_tokens,
+        grid_max_num_seqs: &inputs.num_seqs,
         slo: &inputs.slo,
         workload: inputs.workload.describe(),
         method: &inputs.method,
