@@ -69,6 +69,8 @@ enum Command {
     Calibrate(crate::calibrate::CalibrateArgs),
     /// Run every experiment in real and sim mode and write validation.csv.
     Validate(crate::validate::ValidateArgs),
+    /// Capacity plan: per GPU, step costs, KV capacity, max request rate under latency targets.
+    Plan(crate::plan::PlanArgs),
 }
 
 fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
@@ -130,6 +132,7 @@ where
     match cli.command {
         Command::Calibrate(args) => crate::calibrate::run(&args)?,
         Command::Validate(args) => crate::validate::run(&args)?,
+        Command::Plan(args) => drop(crate::plan::run(&args)?),
         Command::List => list(),
         Command::Show { name } => show(find(&name)?)?,
         Command::Run {

@@ -21,6 +21,7 @@ pub mod compare;
 pub mod config_file;
 pub mod driver;
 pub mod output;
+pub mod plan;
 pub mod script;
 pub mod settings;
 pub mod stats;

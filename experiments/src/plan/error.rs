@@ -1,0 +1,97 @@
+//! Errors of `exp plan`: each names the input at fault (flag, file, line,
+//! field, GPU or engine setting) so the message alone says what to fix.
+//! As in the rest of the crate, a message carries its cause in the text and
+//! no variant exposes it as `source` (`{:#}` would print it twice).
+
+use crate::driver::DriverError;
+use crate::settings::SettingsError;
+use std::path::PathBuf;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum PlanError {
+    #[error("--slo {text:?}: {message}")]
+    BadSlo { text: String, message: String },
+    #[error("--gpu: {0}")]
+    Gpu(String),
+    #[error("--gpu-file: {0}")]
+    GpuFile(calibration::datasheet::DatasheetError),
+    #[error("--model {name:?}: {message}")]
+    Model { name: String, message: String },
+    #[error("{}: cannot read the workload: {error}", path.display())]
+    WorkloadIo {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: invalid workload: {message}", path.display())]
+    WorkloadSyntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}:{line}: field `{field}`: {message}", path.display())]
+    WorkloadField {
+        path: PathBuf,
+        line: usize,
+        field: String,
+        message: String,
+    },
+    #[error("{}: request {index} (in file order): {message}", path.display())]
+    WorkloadEntry {
+        path: PathBuf,
+        index: usize,
+        message: String,
+    },
+    #[error("{}: unknown workload format: use .ron (a workload description) or a .csv/.jsonl trace", path.display())]
+    WorkloadFormat { path: PathBuf },
+    #[error(transparent)]
+    Trace(#[from] sim::workload::TraceError),
+    #[error(transparent)]
+    Workload(#[from] sim::WorkloadError),
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error("engine settings: {0}")]
+    Engine(engine::ConfigError),
+    #[error("--profile: {0}")]
+    Profile(calibration::ProfileError),
+    #[error("{}: {message}", path.display())]
+    ProfileMismatch { path: PathBuf, message: String },
+    #[error("GPU {gpu}, {setting}: {error}")]
+    Run {
+        gpu: String,
+        setting: String,
+        error: super::search::SimError,
+    },
+    #[error("{}: {error}", path.display())]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("figure {stem}: {message}")]
+    Figure { stem: String, message: String },
+    #[error("meta.ron: {0}")]
+    Meta(String),
+    #[error("experiment {0} is not in the catalogue")]
+    MissingExperiment(&'static str),
+    #[error("cb_sweep on {gpu}: {error}")]
+    CbSweep { gpu: String, error: DriverError },
+}
+
+impl From<calibration::datasheet::DatasheetError> for PlanError {
+    fn from(e: calibration::datasheet::DatasheetError) -> Self {
+        Self::GpuFile(e)
+    }
+}
+
+impl From<engine::ConfigError> for PlanError {
+    fn from(e: engine::ConfigError) -> Self {
+        Self::Engine(e)
+    }
+}
+
+impl From<calibration::ProfileError> for PlanError {
+    fn from(e: calibration::ProfileError) -> Self {
+        Self::Profile(e)
+    }
+}

@@ -1,0 +1,208 @@
+//! Runs the plan: the settings search on every target GPU, the best
+//! setting's latency-vs-rate curve, and one `plan.csv` row per GPU.
+//!
+//! Contract: (GPU, setting) searches run in parallel (rayon) and are each
+//! determined by their inputs; the per-GPU figures are:
+//! - `decode_step_b{1,16,64}_ms`: one decode-only step of B sequences, each
+//!   at the workload's mean context (mean prompt + half the mean output);
+//! - `prefill_tok_s_3200`: one step prefilling a fresh 3,200-token prompt
+//!   (the prefix length of prefix_cache), tokens / step time;
+//! - `kv_capacity_tokens`: at the best setting (the activation reserve grows
+//!   with `max_num_batched_tokens` and `max_num_seqs`), or at the base engine
+//!   options when no setting meets the SLO;
+//! - `max_qps_under_slo` with the best setting (see [`search::best`]); 0 and
+//!   empty settings, with a note saying why, when no setting meets the SLO.
+
+use super::cost::{kv_capacity_tokens, GpuModel};
+use super::error::PlanError;
+use super::inputs::PlanInputs;
+use super::search::{self, RatePoint, SettingResult, SimError};
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+use serde::Serialize;
+use sim::workload::{PromptSource, TraceReplay};
+use sim::Arrival;
+
+/// Fractions of the best rate the figure's curve is drawn at.
+pub const CURVE_FRACTIONS: [f64; 7] = [0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25];
+pub const PREFILL_TOKENS: usize = 3200;
+pub const DECODE_BATCHES: [usize; 3] = [1, 16, 64];
+
+/// One row of `plan.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanRow {
+    pub gpu: String,
+    pub decode_step_ms: [f64; 3],
+    pub prefill_tok_s_3200: f64,
+    pub kv_capacity_tokens: usize,
+    pub max_qps_under_slo: f64,
+    pub best_max_num_batched_tokens: Option<usize>,
+    pub best_max_num_seqs: Option<usize>,
+    /// Why `max_qps_under_slo` is 0, when it is.
+    pub note: Option<String>,
+}
+
+/// Everything found for one GPU.
+pub struct GpuPlan {
+    pub target: GpuModel,
+    pub results: Vec<SettingResult>,
+    pub curve: Vec<RatePoint>,
+    pub row: PlanRow,
+}
+
+/// Context length of the decode-step figures.
+pub fn decode_context(inputs: &PlanInputs) -> usize {
+    let (prompt, output) = inputs.workload.mean_tokens();
+    (prompt + output / 2.0).round() as usize
+}
+
+/// Prompt token ids are drawn from `0..prompt_vocab`: regular tokens only,
+/// as the experiments' sim backend does (at least 2 ids).
+pub fn prompt_vocab(model: &sim::ModelShape) -> u32 {
+    let size = u32::try_from(model.vocab).unwrap_or(u32::MAX);
+    size.clamp(2, sim::workload::QWEN3_REGULAR_VOCAB)
+}
+
+/// The run's requests at one request per second, prompts drawn once.
+fn unit_arrivals(inputs: &PlanInputs) -> Result<Vec<Arrival>, PlanError> {
+    let entries = inputs
+        .workload
+        .unit_rate_entries(inputs.method.requests, inputs.method.seed);
+    let vocab = inputs.targets.first().map_or(2, |t| prompt_vocab(&t.model));
+    let source = PromptSource::random_tokens(vocab)
+        .map_err(|e| PlanError::Workload(sim::WorkloadError::Prompt(e)))?;
+    let replay = TraceReplay::new(entries, &source, inputs.method.seed, 1, 0)?;
+    Ok(replay.arrivals().to_vec())
+}
+
+fn run_error(target: &GpuModel, setting: String) -> impl FnOnce(SimError) -> PlanError + '_ {
+    move |error| PlanError::Run {
+        gpu: target.gpu.name.clone(),
+        setting,
+        error,
+    }
+}
+
+/// Searches every GPU × setting, then draws each GPU's curve.
+pub fn evaluate(inputs: &PlanInputs, bar: &ProgressBar) -> Result<Vec<GpuPlan>, PlanError> {
+    let unit = unit_arrivals(inputs)?;
+    let grid = search::grid(&inputs.batched_tokens, &inputs.num_seqs);
+    let jobs: Vec<(usize, (usize, usize))> = (0..inputs.targets.len())
+        .flat_map(|g| grid.iter().map(move |s| (g, *s)))
+        .collect();
+    bar.set_length(jobs.len() as u64);
+    let searched: Vec<SettingResult> = jobs
+        .par_iter()
+        .map(|&(g, setting)| {
+            let target = &inputs.targets[g];
+            let r = search::search_setting(
+                target,
+                &inputs.engine,
+                setting,
+                &unit,
+                &inputs.slo,
+                &inputs.method,
+            )
+            .map_err(run_error(
+                target,
+                format!(
+                    "max_num_batched_tokens={} max_num_seqs={}",
+                    setting.0, setting.1
+                ),
+            ));
+            bar.inc(1);
+            r
+        })
+        .collect::<Result<_, _>>()?;
+
+    let mut per_gpu: Vec<Vec<SettingResult>> = vec![Vec::new(); inputs.targets.len()];
+    for ((g, _), r) in jobs.iter().zip(searched) {
+        per_gpu[*g].push(r);
+    }
+    let curves: Vec<Vec<RatePoint>> = inputs
+        .targets
+        .par_iter()
+        .zip(&per_gpu)
+        .map(|(target, results)| curve(inputs, target, results, &unit))
+        .collect::<Result<_, _>>()?;
+    Ok(inputs
+        .targets
+        .iter()
+        .zip(per_gpu)
+        .zip(curves)
+        .map(|((target, results), curve)| {
+            let row = row(inputs, target, &results);
+            GpuPlan {
+                target: target.clone(),
+                results,
+                curve,
+                row,
+            }
+        })
+        .collect())
+}
+
+fn curve(
+    inputs: &PlanInputs,
+    target: &GpuModel,
+    results: &[SettingResult],
+    unit: &[Arrival],
+) -> Result<Vec<RatePoint>, PlanError> {
+    let Some(best) = search::best(results) else {
+        return Ok(Vec::new());
+    };
+    let mut engine = inputs.engine.clone();
+    engine.max_num_batched_tokens = best.max_num_batched_tokens;
+    engine.max_num_seqs = best.max_num_seqs;
+    CURVE_FRACTIONS
+        .par_iter()
+        .map(|f| {
+            search::measure(
+                target,
+                &engine,
+                unit,
+                best.max_qps * f,
+                &inputs.slo,
+                inputs.method.warmup_pct,
+            )
+            .map(|mut p| {
+                // At or above saturation the queue grows without bound.
+                p.meets_slo &= best.saturation_rps.is_none_or(|s| p.rate_per_s < s);
+                p
+            })
+            .map_err(run_error(target, best.label()))
+        })
+        .collect()
+}
+
+fn row(inputs: &PlanInputs, target: &GpuModel, results: &[SettingResult]) -> PlanRow {
+    let context = decode_context(inputs);
+    let best = search::best(results);
+    let mut engine = inputs.engine.clone();
+    if let Some(b) = best {
+        engine.max_num_batched_tokens = b.max_num_batched_tokens;
+        engine.max_num_seqs = b.max_num_seqs;
+    }
+    let note = match best {
+        Some(_) => None,
+        None => {
+            // Every setting failed; the first one's reason (per-setting
+            // reasons are in plan_search.csv).
+            let first = results
+                .iter()
+                .find_map(|r| r.note.as_deref())
+                .unwrap_or("no setting was searched");
+            Some(format!("no setting meets the SLO ({first})"))
+        }
+    };
+    PlanRow {
+        gpu: target.gpu.name.clone(),
+        decode_step_ms: DECODE_BATCHES.map(|b| target.decode_step_ms(b, context)),
+        prefill_tok_s_3200: target.prefill_tok_s(PREFILL_TOKENS),
+        kv_capacity_tokens: kv_capacity_tokens(target.kv_blocks(&engine), engine.block_size),
+        max_qps_under_slo: best.map_or(0.0, |b| b.max_qps),
+        best_max_num_batched_tokens: best.map(|b| b.max_num_batched_tokens),
+        best_max_num_seqs: best.map(|b| b.max_num_seqs),
+        note,
+    }
+}

@@ -1,0 +1,189 @@
+//! Turns `exp plan`'s arguments into checked inputs, before anything runs.
+//!
+//! Contract: every user input (GPU names or file, model, profile, workload,
+//! SLO, `--set` and `--cb-set` settings) is read and validated here, so bad
+//! input fails at once naming the problem instead of after a long search.
+
+use super::cost::{choose_profile, GpuModel, SHIPPED_PROFILES};
+use super::error::PlanError;
+use super::gpus;
+use super::search::SearchMethod;
+use super::slo::Slo;
+use super::workload::PlanWorkload;
+use super::PlanArgs;
+use crate::catalogue;
+use crate::settings::{ParamKind, ParamSpec, Settings};
+use engine::model::config::Qwen3Config;
+use engine::EngineConfig;
+use sim::ModelShape;
+use std::path::{Path, PathBuf};
+
+/// Plan parameters (`--set key=value`, next to the engine options).
+pub const PLAN_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "max_num_batched_tokens",
+        kind: ParamKind::CountList,
+        default: "512,1024,2048,4096,8192",
+        help: "max_num_batched_tokens values searched",
+    },
+    ParamSpec {
+        key: "max_num_seqs",
+        kind: ParamKind::CountList,
+        default: "16,32,64,128,256",
+        help: "max_num_seqs values searched",
+    },
+    ParamSpec {
+        key: "requests",
+        kind: ParamKind::Count,
+        default: "1000",
+        help: "requests per simulated run (.ron workloads)",
+    },
+    ParamSpec {
+        key: "warmup_pct",
+        kind: ParamKind::Number,
+        default: "10",
+        help: "percent of requests (by arrival) left out of the percentiles",
+    },
+    ParamSpec {
+        key: "precision_pct",
+        kind: ParamKind::Number,
+        default: "2",
+        help: "bisection stops when passing and failing rates are this close",
+    },
+];
+
+/// Everything a plan needs, checked.
+pub struct PlanInputs {
+    pub targets: Vec<GpuModel>,
+    pub model_name: String,
+    pub engine: EngineConfig,
+    pub batched_tokens: Vec<usize>,
+    pub num_seqs: Vec<usize>,
+    pub method: SearchMethod,
+    pub slo: Slo,
+    pub workload: PlanWorkload,
+    /// cb_sweep's settings: its defaults, the plan's engine options, `--cb-set`.
+    pub cb_settings: Settings,
+    /// `Some(path)` when a calibrated profile prices the steps.
+    pub profile: Option<PathBuf>,
+    pub out: PathBuf,
+    pub quiet: bool,
+}
+
+fn bad_param(key: &str, value: f64, expected: &str) -> PlanError {
+    PlanError::Settings(crate::settings::SettingsError::BadValue {
+        key: key.into(),
+        value: value.to_string(),
+        expected: expected.into(),
+    })
+}
+
+pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
+    let slo = match &args.slo {
+        Some(text) => Slo::parse(text)?,
+        None => Slo::default(),
+    };
+    let gpus = gpus::select(args.gpu.as_deref(), args.gpu_file.as_deref())?;
+    let config = Qwen3Config::preset(&args.model).map_err(|e| PlanError::Model {
+        name: args.model.clone(),
+        message: format!("{e} (known: qwen3-0.6b, tiny)"),
+    })?;
+    let shape = ModelShape::from_qwen3(&config);
+
+    let mut settings = Settings::new(PLAN_PARAMS)?;
+    for arg in &args.set {
+        settings.set_arg(arg)?;
+    }
+    let engine = settings.engine.clone();
+    let batched_tokens = settings.counts("max_num_batched_tokens")?;
+    let num_seqs = settings.counts("max_num_seqs")?;
+    // Options that hold for the whole grid (memory fraction, block size, ...)
+    // fail here; a grid point that is invalid on its own is reported per point.
+    let mut widest = engine.clone();
+    widest.max_num_batched_tokens = batched_tokens.iter().copied().max().unwrap_or(1);
+    widest.max_num_seqs = num_seqs.iter().copied().min().unwrap_or(1);
+    widest.validate()?;
+    let requests = settings.count("requests")?;
+    if requests == 0 {
+        return Err(bad_param("requests", 0.0, "at least 1"));
+    }
+    let warmup_pct = settings.number("warmup_pct")?;
+    if warmup_pct >= 100.0 {
+        return Err(bad_param(
+            "warmup_pct",
+            warmup_pct,
+            "a percentage below 100",
+        ));
+    }
+    let precision_pct = settings.number("precision_pct")?;
+    if precision_pct <= 0.0 {
+        return Err(bad_param(
+            "precision_pct",
+            precision_pct,
+            "a positive percentage",
+        ));
+    }
+
+    let cb = catalogue::find("cb_sweep").ok_or(PlanError::MissingExperiment("cb_sweep"))?;
+    let mut cb_settings = catalogue::default_settings(cb)?;
+    cb_settings.engine = engine.clone();
+    for arg in &args.cb_set {
+        cb_settings.set_arg(arg)?;
+    }
+
+    let workload = match &args.workload {
+        Some(path) => PlanWorkload::load(path)?,
+        None => PlanWorkload::default(),
+    };
+    workload.check_fits(engine.max_model_len)?;
+
+    let shipped = args
+        .profiles_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(SHIPPED_PROFILES));
+    let chosen = choose_profile(args.profile.as_deref(), &shipped, &args.model, &shape)?;
+    let targets = gpus
+        .iter()
+        .map(|gpu| match &chosen {
+            Some((path, profile)) => GpuModel::from_profile(profile, path, gpu),
+            None => GpuModel::roofline(gpu, &shape),
+        })
+        .collect();
+    Ok(PlanInputs {
+        targets,
+        model_name: args.model.clone(),
+        engine,
+        batched_tokens,
+        num_seqs,
+        method: SearchMethod {
+            requests,
+            warmup_pct,
+            precision_pct,
+            seed: args.seed,
+        },
+        slo,
+        workload,
+        cb_settings,
+        profile: chosen.map(|(p, _)| p),
+        out: args.out.clone(),
+        quiet: args.quiet,
+    })
+}
+
+/// File-system-safe folder name for a GPU.
+pub fn dir_name(gpu: &str) -> String {
+    gpu.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `dir/<gpu>` for per-GPU outputs.
+pub fn gpu_dir(dir: &Path, gpu: &str) -> PathBuf {
+    dir.join(dir_name(gpu))
+}

@@ -1,0 +1,149 @@
+//! `exp plan`: capacity planning for a GPU nobody measured (issue 6).
+//!
+//! Contract: given target GPUs (datasheet names, `all`, or `--gpu-file`), a
+//! model, a workload and latency targets, `exp plan` predicts per GPU the
+//! per-step costs, the KV-cache capacity, and the highest Poisson request
+//! rate meeting the SLO with the engine settings that reach it, and runs the
+//! cb_sweep experiment there. Steps are priced by a calibrated profile
+//! transferred to the GPU when one exists for the model, else by sim's
+//! datasheet roofline, and the output says which ([`cost`]). Writes under
+//! `--out DIR`:
+//! - `plan.csv` (one row per GPU, [`output::PLAN_COLUMNS`]),
+//!   `plan_search.csv` (every setting searched, with the reason a setting
+//!   reached 0), `plan_curve.csv` and the figures `plan_ttft_p99` /
+//!   `plan_itl_p99` (PNG + SVG: p99 latency vs rate at the best settings);
+//! - `assumptions.txt` (also printed unless `--quiet`) and `meta.ron`;
+//! - `cb_sweep.csv` (all GPUs) and cb_sweep's usual files under
+//!   `DIR/<gpu>/cb_sweep/`; cb_sweep runs with its own parameter defaults
+//!   (changed by `--cb-set`) on the plan's engine options (`--set`, apart
+//!   from the two grid keys, which cb_sweep does not take from the plan).
+//!
+//! An SLO no setting can meet gives `max_qps_under_slo` 0 and a note saying
+//! why, not an error; bad input (GPU, SLO, workload, settings) fails before
+//! anything runs, naming the problem ([`inputs`]).
+
+pub mod cb;
+pub mod cost;
+pub mod error;
+pub mod evaluate;
+pub mod gpus;
+pub mod inputs;
+pub mod output;
+pub mod search;
+pub mod slo;
+pub mod workload;
+
+pub use error::PlanError;
+pub use evaluate::{GpuPlan, PlanRow};
+
+use crate::backend::DEFAULT_MODEL;
+use crate::driver::RunOutput;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+/// Arguments of `exp plan`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// Target GPUs: datasheet names, comma-separated, or `all`.
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// RON list of extra GPU entries (`GpuSpec`), usable by name in --gpu.
+    #[arg(long)]
+    pub gpu_file: Option<PathBuf>,
+    /// Model preset.
+    #[arg(long, default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// Calibrated cost profile to transfer (default: a shipped one for the model, if any).
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Folder searched for shipped profiles.
+    #[arg(long)]
+    pub profiles_dir: Option<PathBuf>,
+    /// Workload: .ron description or .csv/.jsonl trace (default: Poisson, 512-token prompts, 128 outputs).
+    #[arg(long)]
+    pub workload: Option<PathBuf>,
+    /// Latency targets, e.g. ttft_p99_ms=2000,itl_p99_ms=100 (the defaults).
+    #[arg(long)]
+    pub slo: Option<String>,
+    #[arg(long, default_value = "results/plan")]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// key=value: engine options as in `exp run`, or plan parameters
+    /// (max_num_batched_tokens and max_num_seqs take the grid as a list,
+    /// requests, warmup_pct, precision_pct).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// key=value for the cb_sweep run (its parameters, e.g. concurrency=1,4).
+    #[arg(long = "cb-set", value_name = "KEY=VALUE")]
+    pub cb_set: Vec<String>,
+    /// No progress bar and nothing on stdout.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// What a plan produced.
+pub struct PlanOutput {
+    pub plans: Vec<GpuPlan>,
+    pub cb_sweeps: Vec<RunOutput>,
+    pub files: Vec<PathBuf>,
+    pub assumptions: String,
+}
+
+fn progress(quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0).with_message("plan");
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} GPU x settings ({elapsed})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Runs `exp plan` and writes its files.
+pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
+    let inputs = inputs::read(args)?;
+    let bar = progress(inputs.quiet);
+    let plans = evaluate::evaluate(&inputs, &bar)?;
+    bar.finish_and_clear();
+    let mut files = output::write_all(&inputs, &plans, &inputs.out)?;
+    let mut cb_sweeps = Vec::new();
+    for p in &plans {
+        let run = cb::run_cb_sweep(
+            &p.target,
+            &inputs.model_name,
+            &inputs.cb_settings,
+            &inputs.out,
+            inputs.method.seed,
+            inputs.quiet,
+        )?;
+        files.extend(run.files.iter().cloned());
+        cb_sweeps.push(run);
+    }
+    let named: Vec<(String, &RunOutput)> = plans
+        .iter()
+        .map(|p| p.row.gpu.clone())
+        .zip(cb_sweeps.iter())
+        .collect();
+    let cb_path = inputs.out.join("cb_sweep.csv");
+    std::fs::write(&cb_path, cb::combined_csv(&named)).map_err(|error| PlanError::Io {
+        path: cb_path.clone(),
+        error,
+    })?;
+    files.push(cb_path);
+    let assumptions = output::assumptions_text(&inputs, &plans);
+    if !inputs.quiet {
+        println!("{assumptions}");
+        print!("{}", output::plan_table(&plans).to_csv());
+        println!("wrote {} files under {}", files.len(), inputs.out.display());
+    }
+    Ok(PlanOutput {
+        plans,
+        cb_sweeps,
+        files,
+        assumptions,
+    })
+}

@@ -1,0 +1,447 @@
+//! `exp plan` (issue 6): files and columns, both cost paths (transferred
+//! profile and roofline fallback), KV capacity, unmeetable SLOs, bad input.
+//! Request counts are kept small through `--set` so the suite stays fast.
+
+mod common;
+
+use calibration::features::{DENSE_KNOTS, LM_KNOTS, NUM_FEATURES};
+use calibration::{CostProfile, Provenance};
+use common::scratch;
+use experiments::plan::cost::GpuModel;
+use experiments::plan::output::PLAN_COLUMNS;
+use experiments::run_cli;
+use sim::{GpuSpec, ModelShape};
+use std::path::{Path, PathBuf};
+
+fn run(args: &[&str]) -> anyhow::Result<()> {
+    run_cli(std::iter::once("exp").chain(args.iter().copied()))
+}
+
+fn error_of(args: &[&str]) -> String {
+    format!("{:#}", run(args).expect_err("command should fail"))
+}
+
+/// Small search and cb_sweep so a plan runs in about a second in debug builds.
+const SMALL: &[&str] = &[
+    "--set",
+    "requests=40",
+    "--set",
+    "max_num_batched_tokens=1024",
+    "--set",
+    "max_num_seqs=32,64",
+    "--set",
+    "precision_pct=10",
+    "--set",
+    "prefix_caching_hash_algo=fast",
+    "--cb-set",
+    "concurrency=1,2",
+    "--cb-set",
+    "batches=2",
+    "--cb-set",
+    "prompt_tokens=32",
+    "--cb-set",
+    "output_tokens=4",
+    "--quiet",
+];
+
+/// Short requests (fewer decode steps per simulated run), unless the test
+/// passes its own `--workload`.
+const SHORT_WORKLOAD: &str = "(prompt_tokens: Fixed(128), output_tokens: Fixed(16))";
+
+fn small_plan(out: &Path, extra: &[&str]) -> anyhow::Result<()> {
+    let workload = PathBuf::from(format!("{}-workload.ron", out.display()));
+    std::fs::write(&workload, SHORT_WORKLOAD).expect("workload file");
+    let mut args = vec!["plan", "--out", out.to_str().unwrap()];
+    args.extend_from_slice(SMALL);
+    if !extra.contains(&"--workload") {
+        args.extend(["--workload", workload.to_str().unwrap()]);
+    }
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// `plan.csv` as (header, rows of cells).
+fn read_plan(out: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(out.join("plan.csv")).expect("plan.csv");
+    let mut lines = text
+        .lines()
+        .map(|l| l.split(',').map(String::from).collect());
+    let header = lines.next().expect("header");
+    (header, lines.collect())
+}
+
+fn cell<'a>(header: &[String], row: &'a [String], column: &str) -> &'a str {
+    let i = header.iter().position(|c| c == column).expect(column);
+    &row[i]
+}
+
+fn num(header: &[String], row: &[String], column: &str) -> f64 {
+    cell(header, row, column)
+        .parse()
+        .unwrap_or_else(|_| panic!("{column} = {:?}", cell(header, row, column)))
+}
+
+fn h200() -> GpuSpec {
+    calibration::datasheet::lookup("h200-sxm").unwrap()
+}
+
+/// A profile shaped like a measured one: fixed step overheads that dominate a
+/// batch-1 decode, memory-bound dense layers up to a few hundred tokens.
+fn profile_on(gpu: GpuSpec) -> CostProfile {
+    let mut c = [0.0; NUM_FEATURES];
+    c[0] = 1.0e-3;
+    c[1] = 1.5e-3;
+    for (i, &t) in DENSE_KNOTS.iter().enumerate() {
+        c[2 + i] = 0.6e-3_f64.max(t * 1.7e-6);
+    }
+    let lm = 2 + DENSE_KNOTS.len();
+    for (i, &s) in LM_KNOTS.iter().enumerate() {
+        c[lm + i] = 80e-6_f64.max(s * 0.8e-6);
+    }
+    let kv = lm + LM_KNOTS.len();
+    c[kv] = 25e-9;
+    c[kv + 1] = 2e-6;
+    c[kv + 2] = 70e-12;
+    c[kv + 3] = 5e-6;
+    let provenance = Provenance {
+        device: "NVIDIA H200".into(),
+        model: "qwen3-0.6b".into(),
+        engine_commit: "test".into(),
+        date: "2026-11-30".into(),
+        method: "measured".into(),
+        samples: 0,
+        holdout_error_pct_median: 0.0,
+        holdout_error_pct_p90: 0.0,
+    };
+    CostProfile::from_coefficients(&c, gpu, ModelShape::qwen3_0_6b(), provenance)
+}
+
+fn twice_bandwidth() -> GpuSpec {
+    let mut g = h200();
+    g.name = "h200-2x-bandwidth".into();
+    g.mem_bandwidth *= 2.0;
+    g.source = "test: h200-sxm with twice the bandwidth".into();
+    g
+}
+
+fn write_gpu_file(dir: &Path, gpus: &[GpuSpec]) -> PathBuf {
+    let path = dir.join("gpus.ron");
+    std::fs::write(&path, ron::to_string(&gpus.to_vec()).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn plan_writes_the_documented_columns_figures_and_assumptions() {
+    let out = scratch("plan_files");
+    small_plan(&out, &["--gpu", "h200-sxm,a100-80gb-sxm"]).expect("plan runs");
+    let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
+    assert!(meta.contains("decode_context_tokens: 136"), "{meta}");
+    let (header, rows) = read_plan(&out);
+    assert_eq!(header, PLAN_COLUMNS);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(cell(&header, &rows[0], "gpu"), "h200-sxm");
+    for row in &rows {
+        assert!(num(&header, row, "max_qps_under_slo") > 0.0, "{row:?}");
+        let b1 = num(&header, row, "decode_step_b1_ms");
+        assert!(b1 > 0.0 && b1 < num(&header, row, "decode_step_b64_ms"));
+        let seqs = cell(&header, row, "best_max_num_seqs");
+        assert!(seqs == "32" || seqs == "64", "{seqs}");
+    }
+    for f in [
+        "plan_ttft_p99.png",
+        "plan_ttft_p99.svg",
+        "plan_itl_p99.png",
+        "plan_itl_p99.svg",
+        "plan_search.csv",
+        "plan_curve.csv",
+        "meta.ron",
+        "cb_sweep.csv",
+        "h200-sxm/cb_sweep/sim/summary.csv",
+        "a100-80gb-sxm/cb_sweep/sim/summary.csv",
+    ] {
+        let len = std::fs::metadata(out.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{f} missing or empty");
+    }
+    let cb = std::fs::read_to_string(out.join("cb_sweep.csv")).unwrap();
+    assert!(cb.starts_with("gpu,max_num_seqs,concurrency,"), "{cb}");
+    assert_eq!(cb.lines().count(), 1 + 2 * 2 * 2, "{cb}");
+    let text = std::fs::read_to_string(out.join("assumptions.txt")).unwrap();
+    assert!(
+        text.contains("datasheet roofline") && text.contains("No calibrated profile"),
+        "the roofline fallback is announced: {text}"
+    );
+}
+
+#[test]
+fn an_slo_that_cannot_be_met_gives_zero_and_says_why() {
+    let out = scratch("plan_unmet");
+    small_plan(&out, &["--gpu", "h200-sxm", "--slo", "ttft_p99_ms=0.01"]).expect("no failure");
+    let (header, rows) = read_plan(&out);
+    assert_eq!(num(&header, &rows[0], "max_qps_under_slo"), 0.0);
+    assert_eq!(cell(&header, &rows[0], "best_max_num_seqs"), "");
+    assert_eq!(cell(&header, &rows[0], "best_max_num_batched_tokens"), "");
+    let text = std::fs::read_to_string(out.join("assumptions.txt")).unwrap();
+    assert!(
+        text.contains("max_qps_under_slo is 0") && text.contains("SLO cannot be met"),
+        "{text}"
+    );
+    let search = std::fs::read_to_string(out.join("plan_search.csv")).unwrap();
+    assert!(search.contains("requests running alone"), "{search}");
+}
+
+#[test]
+fn a_transferred_profile_prices_the_plan_and_twice_the_bandwidth_helps_less_than_twofold() {
+    let dir = scratch("plan_profile");
+    let profile_path = dir.join("h200-qwen3-0.6b.ron");
+    profile_on(h200()).save(&profile_path).unwrap();
+    let gpu_file = write_gpu_file(&dir, &[twice_bandwidth()]);
+    let out = dir.join("out");
+    small_plan(
+        &out,
+        &[
+            "--gpu",
+            "h200-sxm,h200-2x-bandwidth",
+            "--gpu-file",
+            gpu_file.to_str().unwrap(),
+            "--profile",
+            profile_path.to_str().unwrap(),
+        ],
+    )
+    .expect("plan runs");
+    let (header, rows) = read_plan(&out);
+    let (base, fast) = (&rows[0], &rows[1]);
+    assert_eq!(cell(&header, fast, "gpu"), "h200-2x-bandwidth");
+    // On the measured GPU the plan uses the profile as measured.
+    let context = 136; // SHORT_WORKLOAD: prompt 128 + half of 16 outputs
+    let measured = GpuModel::from_profile(&profile_on(h200()), &profile_path, &h200());
+    let expected = measured.decode_step_ms(1, context);
+    assert!((num(&header, base, "decode_step_b1_ms") - expected).abs() < 1e-3);
+    for col in [
+        "decode_step_b1_ms",
+        "decode_step_b16_ms",
+        "decode_step_b64_ms",
+    ] {
+        let (b, f) = (num(&header, base, col), num(&header, fast, col));
+        assert!(f < b, "{col}: {f} >= {b}");
+        assert!(f > b / 2.0, "{col}: {f} is at least twice as fast as {b}");
+    }
+    let text = std::fs::read_to_string(out.join("assumptions.txt")).unwrap();
+    assert!(
+        text.contains("measured on h200-sxm, transferred")
+            && text.contains(calibration::transfer::ASSUMPTIONS),
+        "{text}"
+    );
+    assert!(!text.contains("No calibrated profile"), "{text}");
+}
+
+#[test]
+fn a_shipped_profile_for_the_model_is_found_without_flags() {
+    let dir = scratch("plan_shipped");
+    let shipped = dir.join("profiles");
+    profile_on(h200())
+        .save(&shipped.join("h200-qwen3-0.6b.ron"))
+        .unwrap();
+    let out = dir.join("out");
+    let args = [
+        "--gpu",
+        "h200-sxm",
+        "--profiles-dir",
+        shipped.to_str().unwrap(),
+    ];
+    small_plan(&out, &args).expect("plan runs");
+    let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
+    assert!(meta.contains("h200-qwen3-0.6b.ron"), "{meta}");
+    // Profiles for other models are skipped: the plan falls back to the roofline.
+    let elsewhere = dir.join("other-profiles");
+    let mut other = profile_on(h200());
+    other.provenance.model = "qwen3-8b".into();
+    other.save(&elsewhere.join("h200-qwen3-8b.ron")).unwrap();
+    let out = dir.join("fallback");
+    let args = [
+        "--gpu",
+        "h200-sxm",
+        "--profiles-dir",
+        elsewhere.to_str().unwrap(),
+    ];
+    small_plan(&out, &args).expect("plan runs");
+    let text = std::fs::read_to_string(out.join("assumptions.txt")).unwrap();
+    assert!(text.contains("datasheet roofline"), "{text}");
+    let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
+    assert!(meta.contains("basis: Roofline"), "{meta}");
+    // A profile named for the model but of another shape is an error, not a
+    // quiet fallback.
+    let mut wrong = profile_on(h200());
+    wrong.model.num_layers = 12;
+    wrong
+        .save(&elsewhere.join("h200-qwen3-0.6b-old.ron"))
+        .unwrap();
+    let args = [
+        "plan",
+        "--gpu",
+        "h200-sxm",
+        "--profiles-dir",
+        elsewhere.to_str().unwrap(),
+    ];
+    let msg = error_of(&args);
+    assert!(
+        msg.contains("h200-qwen3-0.6b-old.ron") && msg.contains("shape"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_gpu_slo_model_and_settings_fail_naming_the_problem() {
+    let out = scratch("plan_bad");
+    let o = out.to_str().unwrap();
+    let msg = error_of(&["plan", "--gpu", "h200-sxm,gtx-9999", "--out", o]);
+    assert!(
+        msg.contains("gtx-9999") && msg.contains("known GPUs"),
+        "{msg}"
+    );
+    let msg = error_of(&["plan", "--out", o]);
+    assert!(msg.contains("--gpu"), "{msg}");
+    let msg = error_of(&["plan", "--gpu", "all", "--slo", "ttft_p99=9", "--out", o]);
+    assert!(msg.contains("--slo") && msg.contains("ttft_p99"), "{msg}");
+    let msg = error_of(&[
+        "plan",
+        "--gpu",
+        "all",
+        "--slo",
+        "itl_p99_ms=soon",
+        "--out",
+        o,
+    ]);
+    assert!(msg.contains("itl_p99_ms") && msg.contains("soon"), "{msg}");
+    let msg = error_of(&["plan", "--gpu", "all", "--model", "llama", "--out", o]);
+    assert!(msg.contains("llama"), "{msg}");
+    let msg = error_of(&[
+        "plan",
+        "--gpu",
+        "all",
+        "--set",
+        "gpu_memory_utilization=1.5",
+        "--out",
+        o,
+    ]);
+    assert!(msg.contains("gpu_memory_utilization"), "{msg}");
+    let msg = error_of(&["plan", "--gpu", "all", "--set", "max_num_seq=4", "--out", o]);
+    assert!(
+        msg.contains("max_num_seq") && msg.contains("valid keys"),
+        "{msg}"
+    );
+    let bad = out.join("bad_gpus.ron");
+    std::fs::write(&bad, "[(name: \"x\", bf16_flops: -1.0, mem_bandwidth: 1e12, mem_bytes: 1e10, sm_count: 1, source: \"t\")]").unwrap();
+    let msg = error_of(&["plan", "--gpu-file", bad.to_str().unwrap(), "--out", o]);
+    assert!(
+        msg.contains("bf16_flops") && msg.contains("bad_gpus.ron"),
+        "{msg}"
+    );
+    assert!(!out.join("plan.csv").exists(), "nothing ran");
+}
+
+fn workload_error(name: &str, text: &str) -> String {
+    let dir = scratch("plan_workloads");
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let out = dir.join("out");
+    error_of(&[
+        "plan",
+        "--gpu",
+        "h200-sxm",
+        "--workload",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn bad_workload_files_fail_naming_file_line_and_field() {
+    let msg = workload_error(
+        "w1.ron",
+        "(\n  prompt_tokens: Fixed(512),\n  output_tokens: Fixed(0),\n)",
+    );
+    assert!(
+        msg.contains("w1.ron:3") && msg.contains("output_tokens") && msg.contains("Fixed(0)"),
+        "{msg}"
+    );
+    let msg = workload_error(
+        "w2.ron",
+        "(\n  prompt_tokens: Uniform(min: 900, max: 100),\n  output_tokens: Fixed(1),\n)",
+    );
+    assert!(
+        msg.contains("w2.ron:2") && msg.contains("prompt_tokens"),
+        "{msg}"
+    );
+    let msg = workload_error(
+        "w3.ron",
+        "(\n  prompt_tokens: Fixed(512),\n  outputs: Fixed(4),\n)",
+    );
+    assert!(msg.contains("w3.ron:3") && msg.contains("outputs"), "{msg}");
+    let msg = workload_error(
+        "w4.ron",
+        "(prompt_tokens: Fixed(4000), output_tokens: Fixed(200))",
+    );
+    assert!(
+        msg.contains("max_model_len") && msg.contains("prompt_tokens"),
+        "{msg}"
+    );
+    let msg = workload_error(
+        "w5.csv",
+        "arrival_s,prompt_tokens,output_tokens\n0.0,10,4\n0.5,ten,4\n",
+    );
+    assert!(
+        msg.contains("w5.csv:3") && msg.contains("prompt_tokens"),
+        "{msg}"
+    );
+    let msg = workload_error(
+        "w6.csv",
+        "arrival_s,prompt_tokens,output_tokens\n1.0,10,4\n",
+    );
+    assert!(
+        msg.contains("arrival_s") && msg.contains("two distinct"),
+        "{msg}"
+    );
+    let msg = workload_error("w7.yaml", "x");
+    assert!(msg.contains("w7.yaml") && msg.contains(".ron"), "{msg}");
+    let msg = error_of(&[
+        "plan",
+        "--gpu",
+        "h200-sxm",
+        "--workload",
+        "/nonexistent/w.ron",
+    ]);
+    assert!(msg.contains("/nonexistent/w.ron"), "{msg}");
+}
+
+#[test]
+fn a_workload_file_and_a_trace_both_plan() {
+    let dir = scratch("plan_workload_ok");
+    let ron = dir.join("mixed.ron");
+    std::fs::write(
+        &ron,
+        "(prompt_tokens: Choices([(128, 3.0), (1024, 1.0)]), output_tokens: Uniform(min: 16, max: 64))",
+    )
+    .unwrap();
+    let trace = dir.join("t.csv");
+    let mut csv = String::from("arrival_s,prompt_tokens,output_tokens\n");
+    for i in 0..30 {
+        csv.push_str(&format!("{},{},{}\n", i as f64 * 0.1, 64 + i, 8));
+    }
+    std::fs::write(&trace, csv).unwrap();
+    for (name, path) in [("ron", &ron), ("trace", &trace)] {
+        let out = dir.join(name);
+        small_plan(
+            &out,
+            &["--gpu", "h200-sxm", "--workload", path.to_str().unwrap()],
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let (header, rows) = read_plan(&out);
+        assert!(num(&header, &rows[0], "max_qps_under_slo") > 0.0, "{name}");
+        let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
+        assert!(
+            meta.contains(path.file_name().unwrap().to_str().unwrap()),
+            "{meta}"
+        );
+    }
+}
