@@ -15,7 +15,10 @@ mod real;
 pub mod runner;
 mod sim_backend;
 
-pub use cost::{CostSource, ResolvedCost, SHIPPED_PROFILE};
+pub use cost::{
+    cost_for, shipped_profiles_dir, CostBasis, CostSource, ProfileLookup, ResolvedCost,
+    SHIPPED_PROFILES,
+};
 pub use model::{LoadedModel, ModelChoice};
 pub use real::RealBackend;
 pub use runner::{RunnerKind, RunnerLimits};

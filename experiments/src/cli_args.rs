@@ -5,8 +5,9 @@
 //! `qwen3-0.6b`), `--weights-seed N` (synthetic weights of presets),
 //! `--gpu NAME` and `--profile FILE.ron` pick the sim cost model (see
 //! `backend::cost`): a profile is used as measured, or transferred to `--gpu`
-//! when both are given; without a profile the shipped H200 profile applies
-//! when it exists and the model has Qwen3-0.6B's shape, else the roofline.
+//! when both are given; without a profile a shipped profile of the model's
+//! shape applies (the H200 one for Qwen3-0.6B's shape), moved to `--gpu`,
+//! else the roofline.
 
 use crate::backend::{BackendError, BackendSpec, CostSource, ModelChoice, RunnerKind};
 use crate::backend::{DEFAULT_GPU, DEFAULT_MODEL};

@@ -7,7 +7,8 @@ mod common;
 use calibration::features::{DENSE_KNOTS, LM_KNOTS, NUM_FEATURES};
 use calibration::{CostProfile, Provenance};
 use common::scratch;
-use experiments::plan::cost::GpuModel;
+use experiments::backend::{cost_for, ProfileLookup, SHIPPED_PROFILES};
+use experiments::plan::cost::decode_step_ms;
 use experiments::plan::output::PLAN_COLUMNS;
 use experiments::run_cli;
 use sim::{GpuSpec, ModelShape};
@@ -133,7 +134,16 @@ fn write_gpu_file(dir: &Path, gpus: &[GpuSpec]) -> PathBuf {
 #[test]
 fn plan_writes_the_documented_columns_figures_and_assumptions() {
     let out = scratch("plan_files");
-    small_plan(&out, &["--gpu", "h200-sxm,a100-80gb-sxm"]).expect("plan runs");
+    // No profile in the folder searched: the roofline prices the steps.
+    let no_profiles = out.join("no-profiles");
+    std::fs::create_dir_all(&no_profiles).unwrap();
+    let args = [
+        "--gpu",
+        "h200-sxm,a100-80gb-sxm",
+        "--profiles-dir",
+        no_profiles.to_str().unwrap(),
+    ];
+    small_plan(&out, &args).expect("plan runs");
     let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
     assert!(meta.contains("decode_context_tokens: 136"), "{meta}");
     let (header, rows) = read_plan(&out);
@@ -213,8 +223,9 @@ fn a_transferred_profile_prices_the_plan_and_twice_the_bandwidth_helps_less_than
     assert_eq!(cell(&header, fast, "gpu"), "h200-2x-bandwidth");
     // On the measured GPU the plan uses the profile as measured.
     let context = 136; // SHORT_WORKLOAD: prompt 128 + half of 16 outputs
-    let measured = GpuModel::from_profile(&profile_on(h200()), &profile_path, &h200());
-    let expected = measured.decode_step_ms(1, context);
+    let lookup = ProfileLookup::File(profile_path.clone());
+    let measured = cost_for(&ModelShape::qwen3_0_6b(), &h200(), &lookup).unwrap();
+    let expected = decode_step_ms(&*measured.model, 1, context);
     assert!((num(&header, base, "decode_step_b1_ms") - expected).abs() < 1e-3);
     for col in [
         "decode_step_b1_ms",
@@ -238,9 +249,11 @@ fn a_transferred_profile_prices_the_plan_and_twice_the_bandwidth_helps_less_than
 fn a_shipped_profile_for_the_model_is_found_without_flags() {
     let dir = scratch("plan_shipped");
     let shipped = dir.join("profiles");
-    profile_on(h200())
-        .save(&shipped.join("h200-qwen3-0.6b.ron"))
-        .unwrap();
+    // Matched by model shape: the provenance's model text is only a label
+    // (the shipped H200 profile says "qwen3-0.6b (synthetic weights, seed 0)").
+    let mut labelled = profile_on(h200());
+    labelled.provenance.model = "qwen3-0.6b (synthetic weights, seed 0)".into();
+    labelled.save(&shipped.join("h200-qwen3-0.6b.ron")).unwrap();
     let out = dir.join("out");
     let args = [
         "--gpu",
@@ -251,11 +264,14 @@ fn a_shipped_profile_for_the_model_is_found_without_flags() {
     small_plan(&out, &args).expect("plan runs");
     let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
     assert!(meta.contains("h200-qwen3-0.6b.ron"), "{meta}");
-    // Profiles for other models are skipped: the plan falls back to the roofline.
+    // Profiles for other models (other shapes) are skipped: the plan falls
+    // back to the roofline, whatever their label says.
     let elsewhere = dir.join("other-profiles");
     let mut other = profile_on(h200());
-    other.provenance.model = "qwen3-8b".into();
-    other.save(&elsewhere.join("h200-qwen3-8b.ron")).unwrap();
+    other.model.num_layers = 12;
+    other
+        .save(&elsewhere.join("h200-qwen3-0.6b-old.ron"))
+        .unwrap();
     let out = dir.join("fallback");
     let args = [
         "--gpu",
@@ -268,25 +284,68 @@ fn a_shipped_profile_for_the_model_is_found_without_flags() {
     assert!(text.contains("datasheet roofline"), "{text}");
     let meta = std::fs::read_to_string(out.join("meta.ron")).unwrap();
     assert!(meta.contains("basis: Roofline"), "{meta}");
-    // A profile named for the model but of another shape is an error, not a
+    // A profile given for the model but of another shape is an error, not a
     // quiet fallback.
-    let mut wrong = profile_on(h200());
-    wrong.model.num_layers = 12;
-    wrong
-        .save(&elsewhere.join("h200-qwen3-0.6b-old.ron"))
-        .unwrap();
+    let wrong = elsewhere.join("h200-qwen3-0.6b-old.ron");
     let args = [
         "plan",
         "--gpu",
         "h200-sxm",
-        "--profiles-dir",
-        elsewhere.to_str().unwrap(),
+        "--profile",
+        wrong.to_str().unwrap(),
     ];
     let msg = error_of(&args);
     assert!(
         msg.contains("h200-qwen3-0.6b-old.ron") && msg.contains("shape"),
         "{msg}"
     );
+}
+
+#[test]
+fn without_flags_the_plan_uses_the_shipped_profile_like_exp_run() {
+    let shipped = Path::new(SHIPPED_PROFILES).join("h200-qwen3-0.6b.ron");
+    if !shipped.is_file() {
+        // A checkout without the measured profile plans on the roofline
+        // (covered above); nothing shipped to check here.
+        return;
+    }
+    let out = scratch("plan_shipped_default");
+    small_plan(&out, &["--gpu", "h200-sxm,l4"]).expect("plan runs");
+    let text = std::fs::read_to_string(out.join("assumptions.txt")).unwrap();
+    assert!(
+        text.contains("h200-sxm: calibrated profile")
+            && text.contains("h200-qwen3-0.6b.ron (as measured on h200-sxm")
+            && text.contains("measured on h200-sxm, transferred to l4")
+            && text.contains(calibration::transfer::ASSUMPTIONS),
+        "{text}"
+    );
+    assert!(!text.contains("No calibrated profile"), "{text}");
+    // exp run --mode sim prices the same GPU with the same cost model.
+    let run_out = scratch("plan_shipped_default_run");
+    let args = [
+        "run",
+        "cb_sweep",
+        "--mode",
+        "sim",
+        "--gpu",
+        "l4",
+        "--quiet",
+        "--set",
+        "concurrency=1",
+        "--set",
+        "batches=2",
+        "--set",
+        "output_tokens=2",
+        "--out",
+        run_out.to_str().unwrap(),
+    ];
+    run(&args).expect("exp run");
+    let meta = std::fs::read_to_string(run_out.join("cb_sweep/sim/meta.ron")).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("  l4: "))
+        .expect("l4's cost model line");
+    assert!(meta.contains(line), "{line} not in {meta}");
 }
 
 #[test]

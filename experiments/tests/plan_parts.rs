@@ -5,10 +5,18 @@ mod common;
 
 use common::scratch;
 use engine::EngineConfig;
-use experiments::plan::cost::{kv_capacity_tokens, GpuModel};
+use experiments::backend::{cost_for, LoadedModel, ModelChoice, ProfileLookup, SimBackend};
+use experiments::plan::cost::kv_capacity_tokens;
 use experiments::run_cli;
-use sim::ModelShape;
+use sim::{GpuSpec, ModelShape};
 use std::path::Path;
+
+/// The plan's sim backend for Qwen3-0.6B on `gpu`, priced by its roofline.
+fn roofline_target(gpu: &GpuSpec) -> SimBackend {
+    let model = LoadedModel::config_only(&ModelChoice::Preset("qwen3-0.6b".into())).unwrap();
+    let cost = cost_for(&ModelShape::qwen3_0_6b(), gpu, &ProfileLookup::Roofline).unwrap();
+    SimBackend::new(cost, &model, None)
+}
 
 fn run(args: &[&str]) -> anyhow::Result<()> {
     run_cli(std::iter::once("exp").chain(args.iter().copied()))
@@ -48,9 +56,13 @@ fn kv_capacity_matches_a_hand_computation() {
     //   blocks = floor(budget / block) = 73_188 (null block included)
     //   tokens = (73_188 - 1) x 16     = 1_170_992
     let h200 = calibration::datasheet::lookup("h200-sxm").unwrap();
-    let target = GpuModel::roofline(&h200, &ModelShape::qwen3_0_6b());
+    let target = roofline_target(&h200);
     let config = EngineConfig::default();
-    assert_eq!(target.kv_blocks(&config), 73_188);
+    assert_eq!(target.capacity_blocks(&config), 73_188);
+    assert_eq!(
+        sim::cost::kv_cache_blocks(&h200, &ModelShape::qwen3_0_6b(), &config),
+        73_188
+    );
     assert_eq!(kv_capacity_tokens(73_188, 16), 1_170_992);
     // The same figure reaches plan.csv when the grid is that one setting.
     let out = scratch("plan_kv");
@@ -80,7 +92,7 @@ fn kv_capacity_matches_a_hand_computation() {
     // - 763_756_544) / 1_835_008) = 64_938 blocks.
     let mut lower = config.clone();
     lower.gpu_memory_utilization = 0.8;
-    assert_eq!(target.kv_blocks(&lower), 64_938);
+    assert_eq!(target.capacity_blocks(&lower), 64_938);
     args.extend(["--set", "gpu_memory_utilization=0.8"]);
     run(&args).expect("plan runs");
     assert_eq!(planned_kv_capacity(&out), (64_937 * 16).to_string());
@@ -221,7 +233,7 @@ fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
     use experiments::plan::workload::{Lengths, PlanWorkload, SyntheticWorkload};
     use sim::workload::{PromptSource, TraceReplay};
     let l4 = calibration::datasheet::lookup("l4").unwrap();
-    let target = GpuModel::roofline(&l4, &ModelShape::qwen3_0_6b());
+    let target = roofline_target(&l4);
     let workload = PlanWorkload::Synthetic {
         shape: SyntheticWorkload {
             prompt_tokens: Lengths::Uniform { min: 64, max: 512 },

@@ -4,13 +4,15 @@
 //! alone. The [`RooflineModel`] derives it from a GPU's datasheet and the model
 //! shape; calibrated models (crate `calibration`) implement the same trait and
 //! can reuse [`RooflineModel::terms`], whose per-term seconds at peak a
-//! calibrated model scales linearly.
+//! calibrated model scales linearly. How many KV-cache blocks fit on a GPU
+//! ([`kv_cache_blocks`]) depends on the datasheet and the model shape only,
+//! not on the cost model.
 
+mod memory;
 mod roofline;
 
-pub use roofline::{
-    CostTerms, Efficiency, RooflineEfficiencies, RooflineModel, TermSeconds, RUNTIME_RESERVE_BYTES,
-};
+pub use memory::{activation_reserve_bytes, kv_cache_blocks, RUNTIME_RESERVE_BYTES};
+pub use roofline::{CostTerms, Efficiency, RooflineEfficiencies, RooflineModel, TermSeconds};
 
 use engine::model::Qwen3Config;
 use engine::BatchShape;

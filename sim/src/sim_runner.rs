@@ -20,7 +20,7 @@ pub struct SimRunner {
 
 impl SimRunner {
     /// `num_kv_blocks` includes the null block (see
-    /// [`crate::cost::RooflineModel::kv_cache_blocks`] for a GPU's capacity).
+    /// [`crate::cost::kv_cache_blocks`] for a GPU's capacity).
     pub fn new(cost: Arc<dyn CostModel>, num_kv_blocks: usize) -> Self {
         Self {
             cost,

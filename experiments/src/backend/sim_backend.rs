@@ -1,10 +1,18 @@
 //! Discrete-event simulation: virtual clock, `SimRunner` priced by a cost model.
+//!
+//! Contract: [`SimBackend`] is the one sim backend of the crate: `exp run
+//! --mode sim|both` runs scripts on it, and `exp plan` runs its settings
+//! search ([`SimBackend::run_arrivals`]) and its cb_sweep on it. KV capacity
+//! is an explicit `num_gpu_blocks`, else the fixed capacity given at
+//! construction (`--mode both`: the real runner's), else what the simulated
+//! GPU's memory holds ([`ResolvedCost::kv_blocks`]).
 
 use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
 use crate::script::{Script, ScriptWorkload};
 use engine::{EngineConfig, EngineCore};
-use sim::{RunRecords, SimRunner, VirtualClock};
+use sim::{Arrival, RunRecords, SimRunner, VirtualClock, Workload};
 
+#[derive(Clone)]
 pub struct SimBackend {
     cost: ResolvedCost,
     model_name: String,
@@ -12,6 +20,18 @@ pub struct SimBackend {
     /// KV blocks of every engine when set (`--mode both`: the real runner's
     /// capacity); otherwise the simulated GPU's memory decides.
     fixed_kv_blocks: Option<usize>,
+}
+
+/// Hands out a fixed list of arrivals (open loop).
+struct Arrivals(Vec<Arrival>);
+
+impl Workload for Arrivals {
+    fn initial(&mut self) -> Vec<Arrival> {
+        std::mem::take(&mut self.0)
+    }
+    fn on_finish(&mut self, _id: u64, _now: f64) -> Vec<Arrival> {
+        Vec::new()
+    }
 }
 
 impl SimBackend {
@@ -22,6 +42,48 @@ impl SimBackend {
             vocab: model.prompt_vocab(),
             fixed_kv_blocks,
         }
+    }
+
+    /// The cost model pricing the steps, with its GPU and description.
+    pub fn cost(&self) -> &ResolvedCost {
+        &self.cost
+    }
+
+    /// KV-cache blocks (null block included) an engine with `engine_cfg` gets.
+    pub fn capacity_blocks(&self, engine_cfg: &EngineConfig) -> usize {
+        engine_cfg
+            .num_gpu_blocks
+            .or(self.fixed_kv_blocks)
+            .unwrap_or_else(|| self.cost.kv_blocks(engine_cfg))
+    }
+
+    fn simulate(
+        &self,
+        engine_cfg: &EngineConfig,
+        workload: &mut dyn Workload,
+        options: &sim::RunOptions,
+    ) -> Result<RunRecords, BackendError> {
+        let runner = SimRunner::new(self.cost.model.clone(), self.capacity_blocks(engine_cfg));
+        let mut engines = vec![EngineCore::new(engine_cfg.clone(), runner)?];
+        Ok(sim::run_with(
+            &mut engines,
+            &mut VirtualClock::new(),
+            workload,
+            options,
+        )?)
+    }
+
+    /// Runs a fixed list of arrivals (open loop) without recording step
+    /// shapes: the many short runs of a rate search need only the requests.
+    pub fn run_arrivals(
+        &self,
+        engine_cfg: &EngineConfig,
+        arrivals: Vec<Arrival>,
+    ) -> Result<RunRecords, BackendError> {
+        let options = sim::RunOptions {
+            record_step_shapes: false,
+        };
+        self.simulate(engine_cfg, &mut Arrivals(arrivals), &options)
     }
 }
 
@@ -45,20 +107,11 @@ impl Backend for SimBackend {
     }
 
     fn kv_blocks(&self, engine_cfg: &EngineConfig) -> Option<usize> {
-        Some(
-            engine_cfg
-                .num_gpu_blocks
-                .or(self.fixed_kv_blocks)
-                .unwrap_or_else(|| self.cost.kv_blocks(engine_cfg)),
-        )
+        Some(self.capacity_blocks(engine_cfg))
     }
 
     fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
-        let blocks = self.kv_blocks(engine_cfg).unwrap_or(0);
-        let runner = SimRunner::new(self.cost.model.clone(), blocks);
-        let mut engines = vec![EngineCore::new(engine_cfg.clone(), runner)?];
         let mut workload = ScriptWorkload::new(script.clone());
-        let mut clock = VirtualClock::new();
-        Ok(sim::run(&mut engines, &mut clock, &mut workload)?)
+        self.simulate(engine_cfg, &mut workload, &sim::RunOptions::default())
     }
 }

@@ -3,6 +3,7 @@
 //! As in the rest of the crate, a message carries its cause in the text and
 //! no variant exposes it as `source` (`{:#}` would print it twice).
 
+use crate::backend::BackendError;
 use crate::driver::DriverError;
 use crate::settings::SettingsError;
 use std::path::PathBuf;
@@ -16,8 +17,6 @@ pub enum PlanError {
     Gpu(String),
     #[error("--gpu-file: {0}")]
     GpuFile(calibration::datasheet::DatasheetError),
-    #[error("--model {name:?}: {message}")]
-    Model { name: String, message: String },
     #[error("{}: cannot read the workload: {error}", path.display())]
     WorkloadIo {
         path: PathBuf,
@@ -53,15 +52,15 @@ pub enum PlanError {
     Settings(#[from] SettingsError),
     #[error("engine settings: {0}")]
     Engine(engine::ConfigError),
-    #[error("--profile: {0}")]
-    Profile(calibration::ProfileError),
-    #[error("{}: {message}", path.display())]
-    ProfileMismatch { path: PathBuf, message: String },
+    /// The model (`--model`) or its cost model (`--profile`, a shipped
+    /// profile) could not be read.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     #[error("GPU {gpu}, {setting}: {error}")]
     Run {
         gpu: String,
         setting: String,
-        error: super::search::SimError,
+        error: BackendError,
     },
     #[error("{}: {error}", path.display())]
     Io {
@@ -87,11 +86,5 @@ impl From<calibration::datasheet::DatasheetError> for PlanError {
 impl From<engine::ConfigError> for PlanError {
     fn from(e: engine::ConfigError) -> Self {
         Self::Engine(e)
-    }
-}
-
-impl From<calibration::ProfileError> for PlanError {
-    fn from(e: calibration::ProfileError) -> Self {
-        Self::Profile(e)
     }
 }

@@ -13,10 +13,11 @@
 //! - `max_qps_under_slo` with the best setting (see [`search::best`]); 0 and
 //!   empty settings, with a note saying why, when no setting meets the SLO.
 
-use super::cost::{kv_capacity_tokens, GpuModel};
+use super::cost::{decode_step_ms, kv_capacity_tokens, prefill_tok_s};
 use super::error::PlanError;
 use super::inputs::PlanInputs;
-use super::search::{self, RatePoint, SettingResult, SimError};
+use super::search::{self, RatePoint, SettingResult};
+use crate::backend::{Backend, BackendError, SimBackend};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -44,7 +45,7 @@ pub struct PlanRow {
 
 /// Everything found for one GPU.
 pub struct GpuPlan {
-    pub target: GpuModel,
+    pub target: SimBackend,
     pub results: Vec<SettingResult>,
     pub curve: Vec<RatePoint>,
     pub row: PlanRow,
@@ -56,28 +57,22 @@ pub fn decode_context(inputs: &PlanInputs) -> usize {
     (prompt + output / 2.0).round() as usize
 }
 
-/// Prompt token ids are drawn from `0..prompt_vocab`: regular tokens only,
-/// as the experiments' sim backend does (at least 2 ids).
-pub fn prompt_vocab(model: &sim::ModelShape) -> u32 {
-    let size = u32::try_from(model.vocab).unwrap_or(u32::MAX);
-    size.clamp(2, sim::workload::QWEN3_REGULAR_VOCAB)
-}
-
 /// The run's requests at one request per second, prompts drawn once.
 fn unit_arrivals(inputs: &PlanInputs) -> Result<Vec<Arrival>, PlanError> {
     let entries = inputs
         .workload
         .unit_rate_entries(inputs.method.requests, inputs.method.seed);
-    let vocab = inputs.targets.first().map_or(2, |t| prompt_vocab(&t.model));
+    // Regular tokens only, as in every sim run (`LoadedModel::prompt_vocab`).
+    let vocab = inputs.targets.first().map_or(2, |t| t.vocab());
     let source = PromptSource::random_tokens(vocab)
         .map_err(|e| PlanError::Workload(sim::WorkloadError::Prompt(e)))?;
     let replay = TraceReplay::new(entries, &source, inputs.method.seed, 1, 0)?;
     Ok(replay.arrivals().to_vec())
 }
 
-fn run_error(target: &GpuModel, setting: String) -> impl FnOnce(SimError) -> PlanError + '_ {
+fn run_error(target: &SimBackend, setting: String) -> impl FnOnce(BackendError) -> PlanError + '_ {
     move |error| PlanError::Run {
-        gpu: target.gpu.name.clone(),
+        gpu: target.cost().gpu.name.clone(),
         setting,
         error,
     }
@@ -144,7 +139,7 @@ pub fn evaluate(inputs: &PlanInputs, bar: &ProgressBar) -> Result<Vec<GpuPlan>, 
 
 fn curve(
     inputs: &PlanInputs,
-    target: &GpuModel,
+    target: &SimBackend,
     results: &[SettingResult],
     unit: &[Arrival],
 ) -> Result<Vec<RatePoint>, PlanError> {
@@ -175,8 +170,9 @@ fn curve(
         .collect()
 }
 
-fn row(inputs: &PlanInputs, target: &GpuModel, results: &[SettingResult]) -> PlanRow {
+fn row(inputs: &PlanInputs, target: &SimBackend, results: &[SettingResult]) -> PlanRow {
     let context = decode_context(inputs);
+    let cost = target.cost();
     let best = search::best(results);
     let mut engine = inputs.engine.clone();
     if let Some(b) = best {
@@ -196,10 +192,10 @@ fn row(inputs: &PlanInputs, target: &GpuModel, results: &[SettingResult]) -> Pla
         }
     };
     PlanRow {
-        gpu: target.gpu.name.clone(),
-        decode_step_ms: DECODE_BATCHES.map(|b| target.decode_step_ms(b, context)),
-        prefill_tok_s_3200: target.prefill_tok_s(PREFILL_TOKENS),
-        kv_capacity_tokens: kv_capacity_tokens(target.kv_blocks(&engine), engine.block_size),
+        gpu: cost.gpu.name.clone(),
+        decode_step_ms: DECODE_BATCHES.map(|b| decode_step_ms(&*cost.model, b, context)),
+        prefill_tok_s_3200: prefill_tok_s(&*cost.model, PREFILL_TOKENS),
+        kv_capacity_tokens: kv_capacity_tokens(target.capacity_blocks(&engine), engine.block_size),
         max_qps_under_slo: best.map_or(0.0, |b| b.max_qps),
         best_max_num_batched_tokens: best.map(|b| b.max_num_batched_tokens),
         best_max_num_seqs: best.map(|b| b.max_num_seqs),

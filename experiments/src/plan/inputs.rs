@@ -4,16 +4,17 @@
 //! SLO, `--set` and `--cb-set` settings) is read and validated here, so bad
 //! input fails at once naming the problem instead of after a long search.
 
-use super::cost::{choose_profile, GpuModel, SHIPPED_PROFILES};
 use super::error::PlanError;
 use super::gpus;
 use super::search::SearchMethod;
 use super::slo::Slo;
 use super::workload::PlanWorkload;
 use super::PlanArgs;
+use crate::backend::{
+    cost_for, shipped_profiles_dir, CostBasis, LoadedModel, ModelChoice, ProfileLookup, SimBackend,
+};
 use crate::catalogue;
 use crate::settings::{ParamKind, ParamSpec, Settings};
-use engine::model::config::Qwen3Config;
 use engine::EngineConfig;
 use sim::ModelShape;
 use std::path::{Path, PathBuf};
@@ -54,7 +55,8 @@ pub const PLAN_PARAMS: &[ParamSpec] = &[
 
 /// Everything a plan needs, checked.
 pub struct PlanInputs {
-    pub targets: Vec<GpuModel>,
+    /// One sim backend per target GPU, in the order asked.
+    pub targets: Vec<SimBackend>,
     pub model_name: String,
     pub engine: EngineConfig,
     pub batched_tokens: Vec<usize>,
@@ -84,11 +86,8 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         None => Slo::default(),
     };
     let gpus = gpus::select(args.gpu.as_deref(), args.gpu_file.as_deref())?;
-    let config = Qwen3Config::preset(&args.model).map_err(|e| PlanError::Model {
-        name: args.model.clone(),
-        message: format!("{e} (known: qwen3-0.6b, tiny)"),
-    })?;
-    let shape = ModelShape::from_qwen3(&config);
+    let model = LoadedModel::config_only(&ModelChoice::parse(&args.model)?)?;
+    let shape = ModelShape::from_qwen3(&model.config);
 
     let mut settings = Settings::new(PLAN_PARAMS)?;
     for arg in &args.set {
@@ -137,18 +136,26 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
     };
     workload.check_fits(engine.max_model_len)?;
 
-    let shipped = args
-        .profiles_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(SHIPPED_PROFILES));
-    let chosen = choose_profile(args.profile.as_deref(), &shipped, &args.model, &shape)?;
+    let lookup = match (&args.profile, &args.profiles_dir) {
+        (Some(file), _) => ProfileLookup::File(file.clone()),
+        (None, Some(dir)) => ProfileLookup::Folder(dir.clone()),
+        (None, None) => ProfileLookup::Folder(shipped_profiles_dir()),
+    };
     let targets = gpus
         .iter()
-        .map(|gpu| match &chosen {
-            Some((path, profile)) => GpuModel::from_profile(profile, path, gpu),
-            None => GpuModel::roofline(gpu, &shape),
+        .map(|gpu| {
+            Ok(SimBackend::new(
+                cost_for(&shape, gpu, &lookup)?,
+                &model,
+                None,
+            ))
         })
-        .collect();
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    // The lookup finds one profile for the model (or none) for every GPU.
+    let profile = targets.iter().find_map(|t| match &t.cost().basis {
+        CostBasis::Profile { path, .. } => Some(path.clone()),
+        CostBasis::Roofline => None,
+    });
     Ok(PlanInputs {
         targets,
         model_name: args.model.clone(),
@@ -164,7 +171,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         slo,
         workload,
         cb_settings,
-        profile: chosen.map(|(p, _)| p),
+        profile,
         out: args.out.clone(),
         quiet: args.quiet,
     })

@@ -4,9 +4,12 @@
 //! model, a workload and latency targets, `exp plan` predicts per GPU the
 //! per-step costs, the KV-cache capacity, and the highest Poisson request
 //! rate meeting the SLO with the engine settings that reach it, and runs the
-//! cb_sweep experiment there. Steps are priced by a calibrated profile
-//! transferred to the GPU when one exists for the model, else by sim's
-//! datasheet roofline, and the output says which ([`cost`]). Writes under
+//! cb_sweep experiment there. Every GPU runs on the crate's
+//! [`crate::backend::SimBackend`] with the cost model
+//! [`crate::backend::cost_for`] gives: a calibrated profile of the model's
+//! shape (`--profile`, else the shipped ones) transferred to the GPU, else
+//! sim's datasheet roofline; the output says which, measured on which GPU
+//! ([`output::assumptions_text`]). Writes under
 //! `--out DIR`:
 //! - `plan.csv` (one row per GPU, [`output::PLAN_COLUMNS`]),
 //!   `plan_search.csv` (every setting searched, with the reason a setting
@@ -50,13 +53,13 @@ pub struct PlanArgs {
     /// RON list of extra GPU entries (`GpuSpec`), usable by name in --gpu.
     #[arg(long)]
     pub gpu_file: Option<PathBuf>,
-    /// Model preset.
+    /// Model preset (qwen3-0.6b, tiny) or Hugging Face directory (only config.json is read).
     #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
-    /// Calibrated cost profile to transfer (default: a shipped one for the model, if any).
+    /// Calibrated cost profile to transfer (default: the first shipped one of the model's shape, if any).
     #[arg(long)]
     pub profile: Option<PathBuf>,
-    /// Folder searched for shipped profiles.
+    /// Folder searched instead of the shipped profiles (calibration/profiles/).
     #[arg(long)]
     pub profiles_dir: Option<PathBuf>,
     /// Workload: .ron description or .csv/.jsonl trace (default: Poisson, 512-token prompts, 128 outputs).
@@ -114,7 +117,6 @@ pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
     for p in &plans {
         let run = cb::run_cb_sweep(
             &p.target,
-            &inputs.model_name,
             &inputs.cb_settings,
             &inputs.out,
             inputs.method.seed,

@@ -8,12 +8,13 @@
 //! used), the workload, the SLO and the search method; the same text is
 //! printed unless `--quiet`.
 
-use super::cost::{kv_capacity_tokens, Basis};
+use super::cost::kv_capacity_tokens;
 use super::error::PlanError;
 use super::evaluate::{decode_context, GpuPlan, CURVE_FRACTIONS, PREFILL_TOKENS};
 use super::inputs::PlanInputs;
 use super::search::SearchMethod;
 use super::slo::Slo;
+use crate::backend::CostBasis;
 use crate::charts::{self, ChartSpec};
 use crate::output::{git_commit, utc_now};
 use crate::table::{Cell, Table};
@@ -173,25 +174,25 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
     let _ = writeln!(s, "exp plan: model {}", inputs.model_name);
     let _ = writeln!(s, "\nCost model per GPU:");
     for p in plans {
-        let _ = writeln!(s, "  {}: {}", p.row.gpu, p.target.describe());
+        let _ = writeln!(s, "  {}: {}", p.row.gpu, p.target.cost().description);
     }
-    let transferred = plans
-        .iter()
-        .any(|p| matches!(&p.target.basis, Basis::Profile { measured_on, .. } if *measured_on != p.row.gpu));
-    if transferred {
+    if plans.iter().any(|p| p.target.cost().is_transferred()) {
         let _ = writeln!(
             s,
             "\nTransfer assumptions: {}",
             calibration::transfer::ASSUMPTIONS
         );
     }
-    if plans.iter().any(|p| p.target.basis == Basis::Roofline) {
+    if plans
+        .iter()
+        .any(|p| p.target.cost().basis == CostBasis::Roofline)
+    {
         let d = sim::RooflineEfficiencies::default();
         let _ = writeln!(
             s,
-            "\nNo calibrated profile for this model (give --profile FILE, or ship one in \
-             calibration/profiles/): steps are priced by sim's datasheet RooflineModel with its \
-             default efficiencies ({:.0} us per step; linear layers at {} of peak bandwidth and \
+            "\nNo calibrated profile for this model's shape (give --profile FILE, or ship one in \
+             calibration/profiles/): steps are priced by the datasheet roofline (sim's \
+             RooflineModel) with its default efficiencies ({:.0} us per step; linear layers at {} of peak bandwidth and \
              {} of peak FLOP/s); treat the numbers as a first estimate.",
             d.step_overhead_s * 1e6,
             d.linear.memory,
@@ -202,7 +203,8 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
     let _ = writeln!(
         s,
         "\nWorkload: {}.\nSLO: TTFT p99 <= {} ms and ITL p99 <= {} ms.\n\
-         KV capacity: sim's RooflineModel::kv_cache_blocks: memory x gpu_memory_utilization ({}) \
+         KV capacity: sim::cost::kv_cache_blocks (datasheet memory and model shape, whatever \
+         prices the steps): memory x gpu_memory_utilization ({}) \
          - weights - activation reserve (runtime 512 MiB + activations of max_num_batched_tokens \
          + fp32 logits of max_num_seqs), in blocks of {} tokens; kv_capacity_tokens leaves out the \
          null block and is given at the best setting.\n\
@@ -243,7 +245,7 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
 #[derive(Serialize)]
 struct GpuMeta<'a> {
     gpu: &'a sim::GpuSpec,
-    basis: &'a Basis,
+    basis: &'a CostBasis,
     row: &'a super::evaluate::PlanRow,
 }
 
@@ -315,8 +317,8 @@ pub fn write_all(
         gpus: plans
             .iter()
             .map(|p| GpuMeta {
-                gpu: &p.target.gpu,
-                basis: &p.target.basis,
+                gpu: &p.target.cost().gpu,
+                basis: &p.target.cost().basis,
                 row: &p.row,
             })
             .collect(),

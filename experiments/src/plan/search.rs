@@ -22,25 +22,16 @@
 //!   engine's saturation rate is measured first ([`saturation_rps`]: every
 //!   request queued at once) and rates at or above it fail without a run.
 //!   Just below saturation, queues grow slowly and the TTFT target decides.
+//! - Every run is [`SimBackend::run_arrivals`] on the GPU's sim backend.
 //! - Settings run in parallel (rayon); each search is sequential and fully
 //!   determined by its inputs, so results do not depend on thread count.
 
-use super::cost::GpuModel;
 use super::slo::Slo;
+use crate::backend::{BackendError, SimBackend};
 use crate::stats::percentile;
-use engine::{EngineConfig, EngineCore};
+use engine::EngineConfig;
 use serde::Serialize;
-use sim::{Arrival, SimRunner, VirtualClock, Workload};
-use thiserror::Error;
-
-/// A simulated run that could not complete.
-#[derive(Debug, Error)]
-pub enum SimError {
-    #[error(transparent)]
-    Engine(#[from] engine::EngineError),
-    #[error(transparent)]
-    Run(#[from] sim::RunError),
-}
+use sim::Arrival;
 
 /// Rate at which requests practically never overlap (mean gap ~2.8 hours).
 pub const ISOLATED_RATE: f64 = 1e-4;
@@ -97,45 +88,15 @@ impl SettingResult {
     }
 }
 
-/// Hands out a fixed list of arrivals (open loop).
-struct Arrivals(Vec<Arrival>);
-
-impl Workload for Arrivals {
-    fn initial(&mut self) -> Vec<Arrival> {
-        std::mem::take(&mut self.0)
-    }
-    fn on_finish(&mut self, _id: u64, _now: f64) -> Vec<Arrival> {
-        Vec::new()
-    }
-}
-
-fn simulate(
-    target: &GpuModel,
-    engine: &EngineConfig,
-    arrivals: Vec<Arrival>,
-) -> Result<sim::RunRecords, SimError> {
-    let runner = SimRunner::new(target.cost.clone(), target.kv_blocks(engine));
-    let mut engines = vec![EngineCore::new(engine.clone(), runner)?];
-    let options = sim::RunOptions {
-        record_step_shapes: false,
-    };
-    Ok(sim::run_with(
-        &mut engines,
-        &mut VirtualClock::new(),
-        &mut Arrivals(arrivals),
-        &options,
-    )?)
-}
-
 /// Requests per second the engine completes when every request of `unit`
 /// arrives at once: finishes between the 10th and the 90th percentile of
 /// completion order over the time between them (the full engine's service
 /// rate, without the start-up and drain at either end).
 pub fn saturation_rps(
-    target: &GpuModel,
+    target: &SimBackend,
     engine: &EngineConfig,
     unit: &[Arrival],
-) -> Result<f64, SimError> {
+) -> Result<f64, BackendError> {
     let burst = unit
         .iter()
         .map(|a| {
@@ -144,7 +105,7 @@ pub fn saturation_rps(
             a
         })
         .collect();
-    let records = simulate(target, engine, burst)?;
+    let records = target.run_arrivals(engine, burst)?;
     let mut finishes: Vec<f64> = records.requests.iter().filter_map(|r| r.finish_s).collect();
     finishes.sort_by(f64::total_cmp);
     let n = finishes.len();
@@ -162,13 +123,13 @@ pub fn saturation_rps(
 
 /// Runs `unit` (arrivals at one request per second on average) at `rate`.
 pub fn measure(
-    target: &GpuModel,
+    target: &SimBackend,
     engine: &EngineConfig,
     unit: &[Arrival],
     rate: f64,
     slo: &Slo,
     warmup_pct: f64,
-) -> Result<RatePoint, SimError> {
+) -> Result<RatePoint, BackendError> {
     let arrivals = unit
         .iter()
         .map(|a| {
@@ -177,7 +138,7 @@ pub fn measure(
             a
         })
         .collect();
-    let records = simulate(target, engine, arrivals)?;
+    let records = target.run_arrivals(engine, arrivals)?;
     let mut requests: Vec<&sim::RequestRecord> = records.requests.iter().collect();
     requests.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.id.cmp(&b.id)));
     let skip = (requests.len() as f64 * warmup_pct / 100.0).floor() as usize;
@@ -209,17 +170,17 @@ pub fn measure(
 
 /// The search for one setting (see the module docs).
 pub fn search_setting(
-    target: &GpuModel,
+    target: &SimBackend,
     base: &EngineConfig,
     (max_num_batched_tokens, max_num_seqs): (usize, usize),
     unit: &[Arrival],
     slo: &Slo,
     method: &SearchMethod,
-) -> Result<SettingResult, SimError> {
+) -> Result<SettingResult, BackendError> {
     let mut engine = base.clone();
     engine.max_num_batched_tokens = max_num_batched_tokens;
     engine.max_num_seqs = max_num_seqs;
-    let kv_blocks = target.kv_blocks(&engine);
+    let kv_blocks = target.capacity_blocks(&engine);
     let mut result = SettingResult {
         max_num_batched_tokens,
         max_num_seqs,
@@ -268,7 +229,7 @@ pub fn search_setting(
     result.saturation_rps = saturation.is_finite().then_some(saturation);
     // A rate at or above saturation has a queue that grows without bound:
     // it fails whatever a finite run's percentiles say.
-    let passes = |rate: f64| -> Result<Option<RatePoint>, SimError> {
+    let passes = |rate: f64| -> Result<Option<RatePoint>, BackendError> {
         if rate >= saturation {
             return Ok(None);
         }

@@ -8,6 +8,7 @@
 //! them by [`RooflineEfficiencies`]. A calibrated model fits the same terms to
 //! measurements, and keeps the fitted efficiencies when moving to another GPU.
 
+use super::memory::{self, LOGIT_BYTES};
 use super::{CostModel, ModelShape};
 use crate::gpu::GpuSpec;
 use engine::{BatchShape, EngineConfig};
@@ -94,14 +95,6 @@ pub struct RooflineModel {
     pub efficiencies: RooflineEfficiencies,
 }
 
-/// Memory the runtime keeps outside weights and KV cache regardless of batch:
-/// CUDA context, cuBLAS workspace, CUDA-graph pools (vLLM counts this
-/// non-torch memory inside `gpu_memory_utilization` too).
-pub const RUNTIME_RESERVE_BYTES: f64 = 512.0 * 1024.0 * 1024.0;
-
-/// Logits are kept in fp32.
-const LOGIT_BYTES: f64 = 4.0;
-
 impl RooflineModel {
     /// A roofline with the default efficiencies.
     pub fn new(gpu: GpuSpec, model: ModelShape) -> Self {
@@ -166,34 +159,14 @@ impl RooflineModel {
         }
     }
 
-    /// Bytes kept for activations and logits of the largest step `config`
-    /// allows, plus [`RUNTIME_RESERVE_BYTES`]. Per scheduled token about one
-    /// layer's intermediates are alive at once (residual, normed input, QKV,
-    /// attention output, gate and up, MLP output); logits are fp32 for
-    /// `max_num_seqs` sequences.
+    /// [`crate::cost::activation_reserve_bytes`] of this model.
     pub fn activation_reserve_bytes(&self, config: &EngineConfig) -> f64 {
-        let m = &self.model;
-        let h = m.hidden;
-        let q = m.num_q_heads * m.head_dim;
-        let kv = m.num_kv_heads * m.head_dim;
-        let per_token = (4 * h + q + 2 * kv + 3 * m.intermediate) * m.bytes_per_param;
-        let activations = (config.max_num_batched_tokens * per_token) as f64;
-        let logits = config.max_num_seqs as f64 * m.vocab as f64 * LOGIT_BYTES;
-        RUNTIME_RESERVE_BYTES + activations + logits
+        memory::activation_reserve_bytes(&self.model, config)
     }
 
-    /// KV-cache blocks (null block included) that fit in
-    /// `mem_bytes * gpu_memory_utilization` after the weights and the
-    /// [activation reserve](Self::activation_reserve_bytes); 0 if none fit.
+    /// [`crate::cost::kv_cache_blocks`] of this GPU and model.
     pub fn kv_cache_blocks(&self, config: &EngineConfig) -> usize {
-        let budget = self.gpu.mem_bytes * config.gpu_memory_utilization
-            - self.model.weight_bytes() as f64
-            - self.activation_reserve_bytes(config);
-        let block_bytes = (config.block_size * self.model.kv_bytes_per_token()) as f64;
-        if budget <= 0.0 || block_bytes <= 0.0 {
-            return 0;
-        }
-        (budget / block_bytes).floor() as usize
+        memory::kv_cache_blocks(&self.gpu, &self.model, config)
     }
 }
 
