@@ -76,6 +76,7 @@ pub fn run_cb_sweep(
         out: gpu_dir(out, &target.gpu.name),
         seed,
         quiet,
+        prompts: None,
     };
     run_experiment(exp, settings, &[&backend], &opts).map_err(|error| PlanError::CbSweep {
         gpu: target.gpu.name.clone(),
