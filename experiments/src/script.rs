@@ -232,16 +232,16 @@ mod tests {
     #[test]
     fn same_seed_same_prompts_and_conditions_differ() {
         let mut a = ScriptBuilder::new(
-            condition_seed(7, &PromptSource::random_tokens(0).unwrap()),
-            1000,
+            condition_seed(7, 0),
+            &PromptSource::random_tokens(1000).unwrap(),
         );
         let mut b = ScriptBuilder::new(
-            condition_seed(7, &PromptSource::random_tokens(0).unwrap()),
-            1000,
+            condition_seed(7, 0),
+            &PromptSource::random_tokens(1000).unwrap(),
         );
         let mut c = ScriptBuilder::new(
-            condition_seed(7, &PromptSource::random_tokens(1).unwrap()),
-            1000,
+            condition_seed(7, 1),
+            &PromptSource::random_tokens(1000).unwrap(),
         );
         let (x, y, z) = (
             a.random_tokens(64),
