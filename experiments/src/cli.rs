@@ -61,10 +61,17 @@ enum Command {
         /// key=value; engine options (EngineConfig names) or experiment parameters.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Hugging Face tokenizer.json: prompts become random English words
+        /// through it instead of random token ids.
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
         /// No progress bar and no summary on stdout.
         #[arg(long)]
         quiet: bool,
     },
+    /// Greedy generation with the real engine: text through the model
+    /// directory's tokenizer.json, or token ids.
+    Generate(crate::generate::GenerateArgs),
     /// Measure the real runner over a grid of batches and fit a cost profile.
     Calibrate(crate::calibrate::CalibrateArgs),
     /// Run every experiment in real and sim mode and write validation.csv.
@@ -130,6 +137,7 @@ where
         }
     };
     match cli.command {
+        Command::Generate(args) => crate::generate::run(&args)?,
         Command::Calibrate(args) => crate::calibrate::run(&args)?,
         Command::Validate(args) => crate::validate::run(&args)?,
         Command::Plan(args) => drop(crate::plan::run(&args)?),
@@ -144,6 +152,7 @@ where
             runner,
             config,
             set,
+            tokenizer,
             quiet,
         } => {
             let exp = find(&name)?;
@@ -162,7 +171,15 @@ where
             let spec = runner.spec(&cost, &settings.engine)?;
             let backends = build_backends(mode, &spec)?;
             let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
-            let opts = RunOptions { out, seed, quiet };
+            let prompts = tokenizer
+                .map(|path| sim::workload::PromptSource::from_tokenizer_file(&path))
+                .transpose()?;
+            let opts = RunOptions {
+                out,
+                seed,
+                quiet,
+                prompts,
+            };
             let output = run_experiment(exp, &settings, &backends, &opts)
                 .with_context(|| format!("experiment {name}"))?;
             if !quiet {

@@ -16,6 +16,7 @@ use crate::table::Table;
 use crate::{charts, compare};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
+use sim::workload::PromptSource;
 use sim::RunRecords;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -36,6 +37,8 @@ pub enum DriverError {
     Figure { stem: String, message: String },
     #[error("meta.ron: {0}")]
     Meta(String),
+    #[error("prompts: {0}")]
+    Prompts(String),
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +47,9 @@ pub struct RunOptions {
     pub seed: u64,
     /// No progress bar.
     pub quiet: bool,
+    /// Prompts of English words through this tokenizer; random token ids
+    /// below each backend's vocabulary when `None`.
+    pub prompts: Option<PromptSource>,
 }
 
 #[derive(Debug)]
@@ -131,9 +137,22 @@ pub fn evaluate(
     settings: &Settings,
     backend: &dyn Backend,
     seed: u64,
+    prompts: Option<&PromptSource>,
     bar: &ProgressBar,
 ) -> Result<Evaluation, DriverError> {
-    let conditions = exp.plan(settings, seed, backend.vocab())?;
+    let random;
+    let prompts = match prompts {
+        Some(p) => {
+            check_vocab(p, backend.vocab())?;
+            p
+        }
+        None => {
+            random = PromptSource::random_tokens(backend.vocab())
+                .map_err(|e| DriverError::Prompts(e.to_string()))?;
+            &random
+        }
+    };
+    let conditions = exp.plan(settings, seed, prompts)?;
     bar.set_length(conditions.len() as u64);
     let runs = run_conditions(backend, &conditions, bar)?;
     let report = exp.summarize(settings, &conditions, &runs)?;
@@ -142,6 +161,21 @@ pub fn evaluate(
         runs,
         report,
     })
+}
+
+/// Rejects tokenizer prompts with ids the backend's model does not have.
+fn check_vocab(prompts: &PromptSource, vocab: u32) -> Result<(), DriverError> {
+    let largest = match prompts {
+        PromptSource::RandomTokens { high, .. } => high.saturating_sub(1),
+        PromptSource::Words { words } => words.iter().flatten().copied().max().unwrap_or(0),
+    };
+    if largest >= vocab {
+        return Err(DriverError::Prompts(format!(
+            "the tokenizer produces token id {largest} but the model's vocabulary has {vocab} \
+             ids; use the model's own tokenizer.json"
+        )));
+    }
+    Ok(())
 }
 
 /// Evaluates `exp` on each backend (real first, then sim, in `--mode both`)
@@ -159,7 +193,14 @@ pub fn run_experiment(
     let mut step_errors_pct = Vec::new();
     for backend in backends {
         let bar = progress(0, opts.quiet, exp.name());
-        let evaluation = evaluate(exp, settings, *backend, opts.seed, &bar)?;
+        let evaluation = evaluate(
+            exp,
+            settings,
+            *backend,
+            opts.seed,
+            opts.prompts.as_ref(),
+            &bar,
+        )?;
         bar.finish_and_clear();
         if let Some(predictor) = backend.step_predictor() {
             step_errors_pct.extend(output::step_errors_pct(&evaluation.runs, predictor));

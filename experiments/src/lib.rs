@@ -20,6 +20,7 @@ pub mod cli_args;
 pub mod compare;
 pub mod config_file;
 pub mod driver;
+pub mod generate;
 pub mod output;
 pub mod plan;
 pub mod script;

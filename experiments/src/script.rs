@@ -12,7 +12,8 @@
 
 use engine::Request;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
+use sim::workload::PromptSource;
 use sim::{Arrival, Workload};
 
 /// Tag of the request that warms the engine up (left out of every metric).
@@ -45,7 +46,7 @@ pub struct Script {
 pub struct ScriptBuilder {
     requests: Vec<ScriptedRequest>,
     rng: StdRng,
-    vocab: u32,
+    prompts: PromptSource,
 }
 
 /// Mixes a run seed and a condition index into an independent stream seed
@@ -61,11 +62,11 @@ pub fn condition_seed(seed: u64, condition: usize) -> u64 {
 }
 
 impl ScriptBuilder {
-    pub fn new(seed: u64, vocab: u32) -> Self {
+    pub fn new(seed: u64, prompts: &PromptSource) -> Self {
         Self {
             requests: Vec::new(),
             rng: StdRng::seed_from_u64(seed),
-            vocab: vocab.max(2),
+            prompts: prompts.clone(),
         }
     }
 
@@ -73,9 +74,9 @@ impl ScriptBuilder {
         &mut self.rng
     }
 
+    /// `n` prompt tokens from the builder's prompt source.
     pub fn random_tokens(&mut self, n: usize) -> Vec<u32> {
-        let vocab = self.vocab;
-        (0..n).map(|_| self.rng.random_range(0..vocab)).collect()
+        self.prompts.make(&mut self.rng, n)
     }
 
     /// Adds a request; returns its index (= its request id).
@@ -203,7 +204,7 @@ mod tests {
 
     #[test]
     fn dependent_requests_arrive_after_all_dependencies() {
-        let mut b = ScriptBuilder::new(1, 100);
+        let mut b = ScriptBuilder::new(1, &PromptSource::random_tokens(100).unwrap());
         let a = b.warmup();
         let p = b.random_tokens(8);
         let c = b.push("x", p.clone(), 2, None, Gate::At(0.5));
@@ -230,9 +231,18 @@ mod tests {
 
     #[test]
     fn same_seed_same_prompts_and_conditions_differ() {
-        let mut a = ScriptBuilder::new(condition_seed(7, 0), 1000);
-        let mut b = ScriptBuilder::new(condition_seed(7, 0), 1000);
-        let mut c = ScriptBuilder::new(condition_seed(7, 1), 1000);
+        let mut a = ScriptBuilder::new(
+            condition_seed(7, 0),
+            &PromptSource::random_tokens(1000).unwrap(),
+        );
+        let mut b = ScriptBuilder::new(
+            condition_seed(7, 0),
+            &PromptSource::random_tokens(1000).unwrap(),
+        );
+        let mut c = ScriptBuilder::new(
+            condition_seed(7, 1),
+            &PromptSource::random_tokens(1000).unwrap(),
+        );
         let (x, y, z) = (
             a.random_tokens(64),
             b.random_tokens(64),

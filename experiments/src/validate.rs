@@ -187,6 +187,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         out: args.out.clone(),
         seed: args.seed,
         quiet: args.quiet,
+        prompts: None,
     };
     let mut table = Table::new(COLUMNS);
     let (mut all_errors, mut failures) = (Vec::new(), Vec::new());

@@ -52,6 +52,7 @@ fn two_backends_write_both_folders_and_compare_csv() {
         out: out.clone(),
         seed: 3,
         quiet: true,
+        prompts: None,
     };
     run_experiment(exp, &settings, &[&real, sim.as_ref()], &opts).expect("both modes run");
     let dir = out.join("prefix_cache");

@@ -128,7 +128,7 @@ fn exp_run_sim_accepts_every_table_gpu() {
         let backends = make_backends(Mode::Sim, &CostSource::Datasheet(gpu.into()))
             .unwrap_or_else(|e| panic!("{gpu}: {e}"));
         let bar = indicatif::ProgressBar::hidden();
-        let eval = driver::evaluate(exp, &settings, backends[0].as_ref(), 0, &bar)
+        let eval = driver::evaluate(exp, &settings, backends[0].as_ref(), 0, None, &bar)
             .unwrap_or_else(|e| panic!("{gpu}: {e}"));
         let t = &eval.report.summary;
         t.get(0, "ttft_median_ms").and_then(|c| c.as_f64()).unwrap()

@@ -7,6 +7,7 @@ use crate::charts::ChartSpec;
 use crate::script::{condition_seed, ScriptBuilder};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::table::{Cell, Table};
+use sim::workload::PromptSource;
 use sim::RunRecords;
 
 pub struct CbSweep;
@@ -92,13 +93,13 @@ impl Experiment for CbSweep {
         &self,
         settings: &Settings,
         seed: u64,
-        vocab: u32,
+        prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError> {
         let mut out = Vec::new();
         for (m, c) in grid(settings)? {
             let index = out.len();
             let seed = condition_seed(seed, index);
-            let mut b = ScriptBuilder::new(seed, vocab);
+            let mut b = ScriptBuilder::new(seed, prompts);
             load::closed_loop(&mut b, shape(settings, c)?);
             let mut engine = settings.engine.clone();
             engine.max_num_seqs = m;

@@ -15,6 +15,7 @@ use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::stats::{median, spread_pct};
 use crate::table::{Cell, Table};
 use engine::EngineConfig;
+use sim::workload::PromptSource;
 use sim::RunRecords;
 
 pub struct ChunkSweep;
@@ -149,11 +150,11 @@ fn stall_ids(settings: &Settings) -> Result<(usize, Vec<usize>), ExperimentError
 fn stall_script(
     settings: &Settings,
     seed: u64,
-    vocab: u32,
+    prompts: &PromptSource,
 ) -> Result<ScriptBuilder, ExperimentError> {
     let gap_s = settings.number("gap_ms")? / 1e3;
     let long_tokens = at_least(settings, "long_prompt_tokens", 1)?;
-    let mut b = ScriptBuilder::new(seed, vocab);
+    let mut b = ScriptBuilder::new(seed, prompts);
     let warm = b.warmup();
     let prompt = b.random_tokens(at_least(settings, "decode_prompt_tokens", 1)?);
     let decode_gate = Gate::After {
@@ -227,14 +228,14 @@ impl Experiment for ChunkSweep {
         &self,
         settings: &Settings,
         seed: u64,
-        vocab: u32,
+        prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError> {
         let parts = settings.words("part")?;
         let mut out = Vec::new();
         if parts.iter().any(|p| p == "stall") {
             for chunk in settings.chunks("chunk_tokens")? {
                 let seed = condition_seed(seed, out.len());
-                let b = stall_script(settings, seed, vocab)?;
+                let b = stall_script(settings, seed, prompts)?;
                 let label = format!("stall chunk={}", chunk_name(chunk));
                 out.push(condition(
                     label,
@@ -247,7 +248,7 @@ impl Experiment for ChunkSweep {
         if parts.iter().any(|p| p == "load") {
             for chunk in settings.chunks("load_chunk_tokens")? {
                 let seed = condition_seed(seed, out.len());
-                let mut b = ScriptBuilder::new(seed, vocab);
+                let mut b = ScriptBuilder::new(seed, prompts);
                 load::closed_loop(&mut b, load_shape(settings)?);
                 let label = format!("load chunk={}", chunk_name(chunk));
                 out.push(condition(

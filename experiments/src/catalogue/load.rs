@@ -132,6 +132,7 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sim::workload::PromptSource;
     use sim::RequestRecord;
 
     fn rec(id: u64, tag: &str, arrival: f64, tokens: &[f64]) -> RequestRecord {
@@ -167,7 +168,7 @@ mod tests {
 
     #[test]
     fn closed_loop_script_shape() {
-        let mut b = ScriptBuilder::new(3, 50);
+        let mut b = ScriptBuilder::new(3, &PromptSource::random_tokens(50).unwrap());
         let shape = LoadShape {
             concurrency: 3,
             batches: 2,

@@ -20,6 +20,7 @@ use crate::script::Script;
 use crate::settings::{ParamSpec, Settings, SettingsError};
 use crate::table::Table;
 use engine::EngineConfig;
+use sim::workload::PromptSource;
 use sim::RunRecords;
 use thiserror::Error;
 
@@ -64,12 +65,13 @@ pub trait Experiment: Sync {
     fn name(&self) -> &'static str;
     fn description(&self) -> &'static str;
     fn params(&self) -> &'static [ParamSpec];
-    /// Conditions in a fixed order; `vocab` bounds prompt token ids.
+    /// Conditions in a fixed order; prompts come from `prompts` (random ids
+    /// below the model's vocabulary, or English words through a tokenizer).
     fn plan(
         &self,
         settings: &Settings,
         seed: u64,
-        vocab: u32,
+        prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError>;
     /// `runs[i]` holds the records of `conditions[i]`.
     fn summarize(

@@ -16,6 +16,7 @@ use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::stats::{median, percentile};
 use crate::table::{Cell, Table};
 use rand::Rng;
+use sim::workload::PromptSource;
 use sim::RunRecords;
 
 pub struct PoissonMix;
@@ -165,8 +166,8 @@ fn log_uniform(rng: &mut impl Rng, (lo, hi): (usize, usize)) -> usize {
     x.clamp(lo, hi)
 }
 
-fn script(shape: &Shape, rate: f64, seed: u64, vocab: u32) -> ScriptBuilder {
-    let mut b = ScriptBuilder::new(seed, vocab);
+fn script(shape: &Shape, rate: f64, seed: u64, prompts: &PromptSource) -> ScriptBuilder {
+    let mut b = ScriptBuilder::new(seed, prompts);
     let pool: Vec<Vec<u32>> = (0..shape.prefixes)
         .map(|_| b.random_tokens(shape.prefix_tokens))
         .collect();
@@ -263,13 +264,13 @@ impl Experiment for PoissonMix {
         &self,
         settings: &Settings,
         seed: u64,
-        vocab: u32,
+        prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError> {
         let shape = Shape::new(settings)?;
         let mut out = Vec::new();
         for rate in settings.counts("rates")? {
             let seed = condition_seed(seed, out.len());
-            let b = script(&shape, rate as f64, seed, vocab);
+            let b = script(&shape, rate as f64, seed, prompts);
             let label = format!("rate={rate}");
             out.push(condition(label, settings.engine.clone(), b.build(), seed)?);
         }
@@ -341,7 +342,9 @@ mod tests {
     #[test]
     fn poisson_arrivals_with_lengths_in_range_and_shared_prefixes() {
         let s = settings(&["rates=20", "requests=400", "skip=40"]);
-        let conds = PoissonMix.plan(&s, 9, 1000).unwrap();
+        let conds = PoissonMix
+            .plan(&s, 9, &PromptSource::random_tokens(1000).unwrap())
+            .unwrap();
         assert_eq!(conds.len(), 1);
         let reqs = &conds[0].script.requests;
         assert_eq!(reqs.len(), 401);
@@ -377,14 +380,24 @@ mod tests {
     #[test]
     fn impossible_settings_are_rejected() {
         let too_long = settings(&["prompt_max=4000"]);
-        let e = PoissonMix.plan(&too_long, 0, 100).unwrap_err();
+        let e = PoissonMix
+            .plan(&too_long, 0, &PromptSource::random_tokens(100).unwrap())
+            .unwrap_err();
         assert!(e.to_string().contains("max_model_len"), "{e}");
         let e = PoissonMix
-            .plan(&settings(&["requests=10", "skip=10"]), 0, 100)
+            .plan(
+                &settings(&["requests=10", "skip=10"]),
+                0,
+                &PromptSource::random_tokens(100).unwrap(),
+            )
             .unwrap_err();
         assert!(e.to_string().contains("skip"), "{e}");
         let e = PoissonMix
-            .plan(&settings(&["output_min=300"]), 0, 100)
+            .plan(
+                &settings(&["output_min=300"]),
+                0,
+                &PromptSource::random_tokens(100).unwrap(),
+            )
             .unwrap_err();
         assert!(e.to_string().contains("output_max"), "{e}");
     }

@@ -11,6 +11,7 @@ use crate::script::{condition_seed, Gate, ScriptBuilder};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::stats::median;
 use crate::table::{Cell, Table};
+use sim::workload::PromptSource;
 use sim::RunRecords;
 
 pub struct PrefixCache;
@@ -99,7 +100,7 @@ impl Experiment for PrefixCache {
         &self,
         settings: &Settings,
         seed: u64,
-        vocab: u32,
+        prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError> {
         let layout = Layout::new(settings)?;
         let prefix_len = at_least(settings, "prefix_tokens", 1)?;
@@ -108,7 +109,7 @@ impl Experiment for PrefixCache {
         let mut out = Vec::new();
         for caching in settings.words("caching")? {
             let seed = condition_seed(seed, out.len());
-            let mut b = ScriptBuilder::new(seed, vocab);
+            let mut b = ScriptBuilder::new(seed, prompts);
             let mut previous = b.warmup();
             for r in 0..layout.rounds {
                 let prefix = b.random_tokens(prefix_len);

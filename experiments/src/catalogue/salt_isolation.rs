@@ -12,6 +12,7 @@ use crate::script::{condition_seed, Gate, ScriptBuilder};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::stats::median;
 use crate::table::{Cell, Table};
+use sim::workload::PromptSource;
 use sim::RunRecords;
 
 pub struct SaltIsolation;
@@ -101,7 +102,7 @@ impl Experiment for SaltIsolation {
         &self,
         settings: &Settings,
         seed: u64,
-        vocab: u32,
+        prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError> {
         let rounds = at_least(settings, "rounds", 1)?;
         let prefix_len = at_least(settings, "prefix_tokens", 1)?;
@@ -111,7 +112,7 @@ impl Experiment for SaltIsolation {
         for case in settings.words("cases")? {
             let seed = condition_seed(seed, out.len());
             let (writer, reader) = salts(&case);
-            let mut b = ScriptBuilder::new(seed, vocab);
+            let mut b = ScriptBuilder::new(seed, prompts);
             let mut previous = b.warmup();
             for r in 0..rounds {
                 let prefix = b.random_tokens(prefix_len);

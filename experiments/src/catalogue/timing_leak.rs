@@ -20,6 +20,7 @@ use crate::stats::median;
 use crate::table::{Cell, Table};
 use rand::seq::SliceRandom;
 use rand::Rng;
+use sim::workload::PromptSource;
 use sim::RunRecords;
 
 mod threshold;
@@ -102,7 +103,7 @@ fn trial_script(
     settings: &Settings,
     policy: &str,
     seed: u64,
-    vocab: u32,
+    prompts: &PromptSource,
 ) -> Result<ScriptBuilder, ExperimentError> {
     let trials = at_least(settings, "trials", 4)?;
     let doc_len = at_least(settings, "doc_tokens", 1)?;
@@ -111,7 +112,7 @@ fn trial_script(
     let noise_prompt = at_least(settings, "noise_max_prompt_tokens", 16)?;
     let noise_out = at_least(settings, "noise_max_output_tokens", 1)?;
     let window_s = settings.number("window_ms")? / 1e3;
-    let mut b = ScriptBuilder::new(seed, vocab);
+    let mut b = ScriptBuilder::new(seed, prompts);
     let mut sent = vec![true; trials / 2];
     sent.resize(trials, false);
     sent.shuffle(b.rng());
@@ -177,12 +178,12 @@ impl Experiment for TimingLeak {
         &self,
         settings: &Settings,
         seed: u64,
-        vocab: u32,
+        prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError> {
         let mut out = Vec::new();
         for policy in settings.words("policies")? {
             let seed = condition_seed(seed, out.len());
-            let b = trial_script(settings, &policy, seed, vocab)?;
+            let b = trial_script(settings, &policy, seed, prompts)?;
             out.push(condition(
                 format!("policy={policy}"),
                 settings.engine.clone(),

@@ -30,6 +30,7 @@ pub fn run_cb_sweep(
         out: gpu_dir(out, gpu),
         seed,
         quiet,
+        prompts: None,
     };
     run_experiment(exp, settings, &[target], &opts).map_err(|error| PlanError::CbSweep {
         gpu: gpu.clone(),

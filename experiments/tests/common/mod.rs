@@ -21,6 +21,7 @@ pub fn evaluate_sim(name: &str, sets: &[&str], seed: u64) -> Evaluation {
         &settings,
         backends[0].as_ref(),
         seed,
+        None,
         &ProgressBar::hidden(),
     )
     .expect("experiment runs")
