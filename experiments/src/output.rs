@@ -130,17 +130,10 @@ pub struct Meta<'a> {
     pub date_utc: String,
 }
 
-/// `git rev-parse HEAD`, or `unknown` when git or the repository is missing.
+/// The commit `exp` was built from (`-dirty` with uncommitted changes),
+/// recorded at build time by `build.rs`, or `unknown` without git.
 pub fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+    env!("SERVETWIN_BUILD_COMMIT").to_string()
 }
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.
