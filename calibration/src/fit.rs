@@ -6,7 +6,8 @@
 //! time, so a 1 ms decode step counts as much as a 30 ms prefill), and reports
 //! the error on the held-out samples. Knots no sample exercises are filled by
 //! continuing the curve's last fitted segment, so the profile never predicts a
-//! zero cost for a batch larger than any it was measured on.
+//! zero cost for a batch larger than any it was measured on. The dense and
+//! LM-head curves are fitted as non-negative increments, so they never fall.
 
 use crate::features::{features, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES};
 use crate::nnls::nnls;
@@ -74,12 +75,19 @@ pub fn fit(
             held.push(*s);
             continue;
         }
-        rows.push(features(&s.shape).iter().map(|f| f / s.seconds).collect());
+        let mut row = features(&s.shape);
+        to_increment_basis(&mut row, DENSE_START, DENSE_KNOTS.len());
+        to_increment_basis(&mut row, LM_START, LM_KNOTS.len());
+        rows.push(row.iter().map(|f| f / s.seconds).collect());
         rhs.push(1.0);
     }
     let solved = nnls(&rows, &rhs, 200_000);
     let mut coefficients = [0.0; NUM_FEATURES];
     coefficients.copy_from_slice(&solved);
+    from_increments(&mut coefficients, DENSE_START, DENSE_KNOTS.len());
+    from_increments(&mut coefficients, LM_START, LM_KNOTS.len());
+    // A knot is exercised when some sample puts weight on it or above it:
+    // in the increment basis that is a non-zero column.
     let exercised = |j: usize| rows.iter().any(|r: &Vec<f64>| r[j] != 0.0);
     fill_unexercised(&mut coefficients, DENSE_START, &DENSE_KNOTS, &exercised);
     fill_unexercised(&mut coefficients, LM_START, &LM_KNOTS, &exercised);
@@ -96,6 +104,27 @@ pub fn fit(
         profile,
         holdout_errors_pct,
     })
+}
+
+/// Rewrites a curve's hat weights `w` in place as weights on its increments:
+/// the value at knot `i` is the sum of increments `0..=i`, so increment `j`
+/// carries `sum(w[j..])`. Non-negative increments make the fitted curve
+/// non-decreasing (more tokens or more sampled sequences never cost less),
+/// which also keeps the dense and LM-head curves from trading off where
+/// decode-only samples cannot tell them apart.
+fn to_increment_basis(row: &mut [f64; NUM_FEATURES], start: usize, len: usize) {
+    let mut tail = 0.0;
+    for j in (start..start + len).rev() {
+        tail += row[j];
+        row[j] = tail;
+    }
+}
+
+/// Turns fitted increments back into knot values (prefix sums).
+fn from_increments(c: &mut [f64; NUM_FEATURES], start: usize, len: usize) {
+    for j in start + 1..start + len {
+        c[j] += c[j - 1];
+    }
 }
 
 /// Continues a curve past (and before) its exercised knots: above the last
