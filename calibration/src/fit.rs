@@ -39,16 +39,11 @@ pub struct Fit {
     pub holdout_errors_pct: Vec<f64>,
 }
 
-/// Percentile (0..=100) by linear interpolation between closest ranks.
+/// The project's percentile (`sim::records::percentile`) of the finite
+/// `values`; NaN when there are none.
 pub fn percentile(values: &[f64], p: f64) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let rank = p / 100.0 * (v.len() - 1) as f64;
-    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (rank - lo as f64)
+    let finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    sim::records::percentile(&finite, p).unwrap_or(f64::NAN)
 }
 
 pub fn relative_error_pct(predicted: f64, measured: f64) -> f64 {
