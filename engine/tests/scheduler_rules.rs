@@ -153,16 +153,24 @@ fn head_of_line_blocking_when_no_blocks() {
     assert_eq!(e.num_free_blocks(), 2);
 }
 
-#[test]
-fn preemption_evicts_most_recently_admitted_until_it_fits_or_self() {
-    // 6 usable blocks, budget 8: request 2 runs out of blocks and, being the
-    // last running request, preempts itself.
+/// 6 usable blocks, budget 8, caching off: request 1 (4 prompt tokens, 20
+/// outputs) and request 2 (16 prompt tokens) fill the pool after 3 steps, and
+/// in the 4th request 2, the last running request, preempts itself.
+fn running_out_of_blocks() -> Engine {
     let mut e = engine(EngineConfig {
         enable_prefix_caching: false,
         ..config(8, 24, 6)
     });
     e.add_request(req(1, prompt(0, 4), 20)).unwrap();
     e.add_request(req(2, prompt(100, 16), 4)).unwrap();
+    e
+}
+
+#[test]
+fn preemption_evicts_most_recently_admitted_until_it_fits_or_self() {
+    // 6 usable blocks, budget 8: request 2 runs out of blocks and, being the
+    // last running request, preempts itself.
+    let mut e = running_out_of_blocks();
     for _ in 0..3 {
         assert!(e.step().unwrap().preempted.is_empty());
     }
@@ -184,12 +192,7 @@ fn nothing_is_admitted_in_a_step_that_preempted() {
     // Same setup: after request 2 preempts itself, 4 blocks are free and 7
     // tokens of budget are left, enough for a chunk of request 2, yet nothing
     // is admitted until the next step.
-    let mut e = engine(EngineConfig {
-        enable_prefix_caching: false,
-        ..config(8, 24, 6)
-    });
-    e.add_request(req(1, prompt(0, 4), 20)).unwrap();
-    e.add_request(req(2, prompt(100, 16), 4)).unwrap();
+    let mut e = running_out_of_blocks();
     for _ in 0..3 {
         e.step().unwrap();
     }

@@ -11,6 +11,7 @@
 use crate::backend::BackendInfo;
 use crate::settings::Settings;
 use crate::table::csv_field;
+use calibration::fit::relative_error_pct;
 use engine::EngineConfig;
 use serde::Serialize;
 use sim::{CostModel, RunRecords};
@@ -105,7 +106,7 @@ pub fn step_errors_pct(runs: &[RunRecords], predictor: &dyn CostModel) -> Vec<f6
     runs.iter()
         .flat_map(|r| &r.steps)
         .filter(|s| s.duration_s > 0.0)
-        .map(|s| (predictor.step_seconds(&s.shape) - s.duration_s).abs() / s.duration_s * 100.0)
+        .map(|s| relative_error_pct(predictor.step_seconds(&s.shape), s.duration_s))
         .collect()
 }
 
