@@ -4,7 +4,7 @@
 //! every `HOLDOUT_EVERY`-th sample, fits the remaining ones by non-negative
 //! least squares on *relative* error (each row is divided by its measured
 //! time, so a 1 ms decode step counts as much as a 30 ms prefill), and reports
-//! the error on the held-out samples. Knots no sample exercises are filled by
+//! the error on the held-out samples. Knots above any sample are filled by
 //! continuing the curve's last fitted segment, so the profile never predicts a
 //! zero cost for a batch larger than any it was measured on. The dense and
 //! LM-head curves are fitted as non-negative increments, so they never fall.
@@ -84,8 +84,8 @@ pub fn fit(
     // A knot is exercised when some sample puts weight on it or above it:
     // in the increment basis that is a non-zero column.
     let exercised = |j: usize| rows.iter().any(|r: &Vec<f64>| r[j] != 0.0);
-    fill_unexercised(&mut coefficients, DENSE_START, &DENSE_KNOTS, &exercised);
-    fill_unexercised(&mut coefficients, LM_START, &LM_KNOTS, &exercised);
+    extend_past_last_exercised(&mut coefficients, DENSE_START, &DENSE_KNOTS, &exercised);
+    extend_past_last_exercised(&mut coefficients, LM_START, &LM_KNOTS, &exercised);
 
     provenance.samples = usable.len();
     let mut profile = CostProfile::from_coefficients(&coefficients, gpu, model, provenance);
@@ -122,37 +122,24 @@ fn from_increments(c: &mut [f64; NUM_FEATURES], start: usize, len: usize) {
     }
 }
 
-/// Continues a curve past (and before) its exercised knots: above the last
-/// exercised knot along the last fitted segment's slope, below the first at its value.
-fn fill_unexercised(
+/// Continues a curve above its last exercised knot along the last fitted
+/// segment's slope. In the increment basis every knot at or below the highest
+/// one a sample touches is exercised, so only the top of a curve can be
+/// unexercised.
+fn extend_past_last_exercised(
     c: &mut [f64; NUM_FEATURES],
     start: usize,
     knots: &[f64],
     exercised: &dyn Fn(usize) -> bool,
 ) {
-    let used: Vec<usize> = (0..knots.len()).filter(|&i| exercised(start + i)).collect();
-    let (Some(&first), Some(&last)) = (used.first(), used.last()) else {
+    let Some(last) = (0..knots.len()).rev().find(|&i| exercised(start + i)) else {
         return;
     };
-    for i in 0..first {
-        c[start + i] = c[start + first];
-    }
-    let slope = match used.len() {
-        1 => c[start + last] / knots[last],
-        _ => {
-            let prev = used[used.len() - 2];
-            ((c[start + last] - c[start + prev]) / (knots[last] - knots[prev])).max(0.0)
-        }
+    let slope = match last {
+        0 => c[start] / knots[0],
+        _ => ((c[start + last] - c[start + last - 1]) / (knots[last] - knots[last - 1])).max(0.0),
     };
     for i in last + 1..knots.len() {
         c[start + i] = c[start + last] + slope * (knots[i] - knots[last]);
-    }
-    // Knots between exercised ones that no sample touched: interpolate.
-    for w in used.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        for i in a + 1..b {
-            let t = (knots[i] - knots[a]) / (knots[b] - knots[a]);
-            c[start + i] = c[start + a] + t * (c[start + b] - c[start + a]);
-        }
     }
 }
