@@ -7,7 +7,9 @@
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
-//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager]`.
+//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]`:
+//! `--tune` times every decode-attention kernel and split target (`tune.csv`),
+//! `--profile` the step with kernel groups left out (`profile.csv`).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{
@@ -140,10 +142,14 @@ fn tune(
     date: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
+    let chosen = r.decode_tuning();
     for b in [1usize, 16, 64, 256] {
-        for kernel in [DecodeKernel::Prefetch8, DecodeKernel::SmemPipeline] {
-            for target in [2048usize, 4096] {
-                r.set_decode_tuning(kernel, target);
+        for kernel in DecodeKernel::ALL {
+            for target in [1024usize, 2048, 4096] {
+                if let Err(e) = r.set_decode_tuning(Some(kernel), target) {
+                    println!("tune {kernel:?}: {e}");
+                    continue;
+                }
                 let kernel = format!("{kernel:?}");
                 match decode(r, b, vocab, budget) {
                     Ok(s) => {
@@ -158,13 +164,14 @@ fn tune(
             }
         }
     }
-    r.set_decode_tuning(DecodeKernel::Prefetch8, 2048);
+    r.set_decode_tuning(chosen.0, chosen.1)?;
     std::fs::write(out.join("tune.csv"), csv)?;
     Ok(())
 }
 
 /// Step time with kernel groups left out (outputs are wrong; differences are
-/// what each group costs), and with cuBLAS instead of the skinny GEMM.
+/// what each group costs), with cuBLAS for every GEMM, and without
+/// programmatic dependent launches.
 fn profile(
     r: &mut CudaRunner,
     vocab: usize,
@@ -175,22 +182,24 @@ fn profile(
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
     }
-    let masks: [(&str, u32, bool); 8] = [
-        ("full", 0, true),
+    let default = true;
+    let masks: [(&str, u32, bool); 9] = [
+        ("full", 0, default),
         ("full_cublas", 0, false),
-        ("no_gemm", SKIP_GEMM, true),
-        ("no_attention", SKIP_ATTENTION, true),
-        ("no_elementwise", SKIP_ELEMENTWISE, true),
-        ("no_head", SKIP_HEAD, true),
+        ("full_no_pdl", 0, default),
+        ("no_gemm", SKIP_GEMM, default),
+        ("no_attention", SKIP_ATTENTION, default),
+        ("no_elementwise", SKIP_ELEMENTWISE, default),
+        ("no_head", SKIP_HEAD, default),
         (
             "gemm_only",
             SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
-            true,
+            default,
         ),
         (
             "nothing",
             SKIP_GEMM | SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
-            true,
+            default,
         ),
     ];
     let mut csv = String::from("case,variant,ms_median,date\n");
@@ -205,6 +214,7 @@ fn profile(
         for &(variant, mask, skinny) in &masks {
             r.set_use_skinny_gemm(skinny);
             r.set_profile_skip(mask);
+            r.set_use_pdl(variant != "full_no_pdl");
             let s = match case {
                 "decode1" => decode(r, 1, vocab, budget),
                 "decode16" => decode(r, 16, vocab, budget),
@@ -224,6 +234,7 @@ fn profile(
     }
     r.set_profile_skip(0);
     r.set_use_skinny_gemm(true);
+    r.set_use_pdl(true);
     std::fs::write(out.join("profile.csv"), csv)?;
     Ok(())
 }

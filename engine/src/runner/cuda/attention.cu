@@ -75,6 +75,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(
     bf16* __restrict__ out, const int* __restrict__ tiles, const int* __restrict__ q_start,
     const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
     int block_size, float scale_log2) {
+    PDL_ENTER();
     // Two stages of K and V tiles (dynamic shared memory: ATTN_PREFILL_SMEM bytes), so the
     // next tile's copy overlaps this tile's math.
     extern __shared__ __align__(16) unsigned char att_smem[];

@@ -73,6 +73,7 @@ __device__ __forceinline__ void attn_decode_body(
     const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
     int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
     int n_units) {
+    PDL_ENTER();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     // Work units (decode sequence, KV head, split), split fastest, one per warp: every warp of
     // a block works whatever the split count.
@@ -180,8 +181,8 @@ __device__ __forceinline__ void attn_decode_body(
     }
 }
 
-// Two shapes of the same kernel: 8-key groups with the next group prefetched, and 16-key
-// groups loaded then used (fewer, larger round trips, fewer registers held across them).
+// 8-key groups with the next group prefetched (16-key groups without prefetch, and a cp.async
+// shared-memory pipeline per warp, were measured slower: results/h200/NOTES.md).
 #define DECODE_ENTRY(NAME, GROUP, PREFETCH)                                                                   \
     extern "C" __global__ void __launch_bounds__(128) NAME(                                                 \
         const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \
@@ -194,7 +195,6 @@ __device__ __forceinline__ void attn_decode_body(
                                           nsplit, n_units);                                                 \
     }
 DECODE_ENTRY(attn_decode, 8, true)
-DECODE_ENTRY(attn_decode_g16, 16, false)
 
 // grid (n_dec, NUM_Q_HEADS), block 128 threads; nsplit <= 128. The split weights are computed
 // once into shared memory, then each thread sums its output dimensions over the splits with
@@ -202,6 +202,7 @@ DECODE_ENTRY(attn_decode_g16, 16, false)
 extern "C" __global__ void __launch_bounds__(128) attn_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                         bf16* __restrict__ out, const int* __restrict__ dec_seqs,
                                         const int* __restrict__ q_start, int nsplit) {
+    PDL_ENTER();
     __shared__ float wz[128];
     __shared__ float red[4];
     const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -228,159 +229,5 @@ extern "C" __global__ void __launch_bounds__(128) attn_combine(const float* __re
 #pragma unroll 8
         for (int z = 0; z < nsplit; z++) A += part_o[(base + z) * HEAD_DIM + d] * wz[z];
         out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(A * inv);
-    }
-}
-
-// Variant with a shared-memory pipeline: each warp streams its split through DEC_STAGES stages
-// of DEC_AG keys with cp.async (16-byte copies, K and V rows), so several groups are in flight
-// per warp without holding them in registers. Warps never share a stage, so a warp barrier is
-// the only synchronisation. Dynamic shared memory: DEC_WARPS * DEC_STAGES * 2 * DEC_AG * HEAD_DIM bf16.
-#define DEC_STAGES 4
-#define DEC_AG 8
-
-__device__ __forceinline__ void cp_async_wait_stages() {
-    asm volatile("cp.async.wait_group 3;\n" ::);  // DEC_STAGES - 1
-}
-
-__device__ __forceinline__ void issue_group(bf16* stage_k, bf16* stage_v, const bf16* __restrict__ k_cache,
-                                            const bf16* __restrict__ v_cache, const int* __restrict__ bt,
-                                            int block_size, int kvh, int lane, int base, int end) {
-    const int chunks_per_row = HEAD_DIM / 8;  // 16-byte chunks in one K (or V) row
-    const bool one_block = (block_size % DEC_AG) == 0;
-    const long long slot0 = one_block ? (long long)bt[base / block_size] * block_size + base % block_size : 0;
-    for (int c = lane; c < DEC_AG * 2 * chunks_per_row; c += 32) {
-        const int u = c / (2 * chunks_per_row), part = c % (2 * chunks_per_row);
-        const int key = base + u;
-        if (key >= end) continue;
-        const long long slot = one_block ? slot0 + u : (long long)bt[key / block_size] * block_size + key % block_size;
-        const int col = (part % chunks_per_row) * 8;
-        const long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + col;
-        if (part < chunks_per_row) cp_async16(stage_k + u * HEAD_DIM + col, k_cache + off);
-        else cp_async16(stage_v + u * HEAD_DIM + col, v_cache + off);
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(128) attn_decode_async(
-    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
-    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
-    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
-    int n_units) {
-    extern __shared__ __align__(16) unsigned char dec_smem[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int unit = blockIdx.x * DEC_WARPS + warp;
-    if (unit >= n_units) return;  // no block-wide barrier below
-    const int z = unit % nsplit, kvh = (unit / nsplit) % NUM_KV_HEADS, i = unit / (nsplit * NUM_KV_HEADS);
-    bf16* const mine = reinterpret_cast<bf16*>(dec_smem) + warp * DEC_STAGES * 2 * DEC_AG * HEAD_DIM;
-    const int seq = dec_seqs[i];
-    const int row = q_start[seq];
-    const int L = ctx_len[seq];
-    const int* bt = block_tables + (long long)seq * hdr[0];
-    int per = (L + nsplit - 1) / nsplit;
-    per = (per + DEC_AG - 1) / DEC_AG * DEC_AG;
-    const int kb = z * per;
-    const int ke = kb + per < L ? kb + per : L;
-    const int ngroups = ke > kb ? (ke - kb + DEC_AG - 1) / DEC_AG : 0;
-
-    float q[GQA_GROUP][DEC_EPL];
-#pragma unroll
-    for (int j = 0; j < GQA_GROUP; j++) {
-        u32 raw[DEC_RAW];
-        load_raw(qkv + (long long)row * QKV_DIM + (kvh * GQA_GROUP + j) * HEAD_DIM + lane * DEC_EPL, raw);
-        bf16x_to_float(raw, q[j]);
-#pragma unroll
-        for (int e = 0; e < DEC_EPL; e++) q[j][e] *= scale_log2;
-    }
-    float m[GQA_GROUP], l[GQA_GROUP], acc[GQA_GROUP][DEC_EPL];
-#pragma unroll
-    for (int j = 0; j < GQA_GROUP; j++) {
-        m[j] = NEG_BIG;
-        l[j] = 0.0f;
-#pragma unroll
-        for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
-    }
-#pragma unroll
-    for (int p = 0; p < DEC_STAGES - 1; p++) {
-        if (p < ngroups) {
-            bf16* sk = mine + p * 2 * DEC_AG * HEAD_DIM;
-            issue_group(sk, sk + DEC_AG * HEAD_DIM, k_cache, v_cache, bt, block_size, kvh, lane, kb + p * DEC_AG, ke);
-        }
-        cp_async_commit();
-    }
-    for (int gi = 0; gi < ngroups; gi++) {
-        const int nxt = gi + DEC_STAGES - 1;
-        if (nxt < ngroups) {
-            bf16* sk = mine + (nxt % DEC_STAGES) * 2 * DEC_AG * HEAD_DIM;
-            issue_group(sk, sk + DEC_AG * HEAD_DIM, k_cache, v_cache, bt, block_size, kvh, lane, kb + nxt * DEC_AG, ke);
-        }
-        cp_async_commit();
-        cp_async_wait_stages();
-        __syncwarp();
-        const bf16* sk = mine + (gi % DEC_STAGES) * 2 * DEC_AG * HEAD_DIM;
-        const bf16* sv = sk + DEC_AG * HEAD_DIM;
-        const int base = kb + gi * DEC_AG;
-#pragma unroll
-        for (int j = 0; j < GQA_GROUP; j++) {
-            float sc[DEC_AG];
-#pragma unroll
-            for (int u = 0; u < DEC_AG; u++) {
-                u32 raw[DEC_RAW];
-                load_raw(sk + u * HEAD_DIM + lane * DEC_EPL, raw);
-                float kf[DEC_EPL];
-                bf16x_to_float(raw, kf);
-                float d = 0.0f;
-#pragma unroll
-                for (int e = 0; e < DEC_EPL; e++) d += q[j][e] * kf[e];
-                sc[u] = d;
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-                for (int u = 0; u < DEC_AG; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
-            }
-            float mx = m[j];
-#pragma unroll
-            for (int u = 0; u < DEC_AG; u++) {
-                if (base + u >= ke) sc[u] = -INFINITY;  // never-copied rows hold stale data
-                mx = fmaxf(mx, sc[u]);
-            }
-            const float c = exp2f(m[j] - mx);
-            m[j] = mx;
-            l[j] *= c;
-#pragma unroll
-            for (int e = 0; e < DEC_EPL; e++) acc[j][e] *= c;
-#pragma unroll
-            for (int u = 0; u < DEC_AG; u++) {
-                if (base + u < ke) {
-                    const float p = exp2f(sc[u] - mx);
-                    l[j] += p;
-                    u32 raw[DEC_RAW];
-                    load_raw(sv + u * HEAD_DIM + lane * DEC_EPL, raw);
-                    float vf[DEC_EPL];
-                    bf16x_to_float(raw, vf);
-#pragma unroll
-                    for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
-                }
-            }
-        }
-        __syncwarp();  // every lane is done with this stage before it is refilled
-    }
-#pragma unroll
-    for (int j = 0; j < GQA_GROUP; j++) {
-        const int h = kvh * GQA_GROUP + j;
-        if (nsplit == 1) {
-            const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
-#pragma unroll
-            for (int e = 0; e < DEC_EPL; e++)
-                out[(long long)row * Q_DIM + h * HEAD_DIM + lane * DEC_EPL + e] = __float2bfloat16(acc[j][e] * inv);
-        } else {
-            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
-#pragma unroll
-            for (int e = 0; e < DEC_EPL; e++) part_o[b * HEAD_DIM + lane * DEC_EPL + e] = acc[j][e];
-            if (lane == 0) {
-                part_ml[b * 2] = m[j];
-                part_ml[b * 2 + 1] = l[j];
-            }
-        }
     }
 }

@@ -1,5 +1,5 @@
-//! Device plumbing: context and stream, raw device allocations, NVRTC
-//! compilation of the kernels and typed launch helpers.
+//! Device plumbing: context and stream, raw device allocations, and typed
+//! kernel launches (optionally programmatic dependent launches).
 //!
 //! Contract: every device buffer is a [`DeviceBuffer`] that owns one
 //! `cuMemAlloc` allocation and frees it on drop; kernels take raw device
@@ -9,8 +9,7 @@
 //! ordering is the single stream's order.
 
 use crate::runner::RunnerError;
-use cudarc::driver::{result, CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+use cudarc::driver::{result, CudaContext, CudaFunction, CudaStream};
 use std::sync::Arc;
 
 pub(crate) fn dev_err(what: &str, e: impl std::fmt::Debug) -> RunnerError {
@@ -155,189 +154,6 @@ impl<T: Copy + Default> Drop for PinnedBuffer<T> {
     }
 }
 
-const KERNELS_CU: &str = include_str!("kernels.cu");
-const ATTENTION_CU: &str = include_str!("attention.cu");
-const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
-const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
-
-/// Model shape baked into the kernels at compile time.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KernelShape {
-    pub head_dim: usize,
-    pub num_q_heads: usize,
-    pub num_kv_heads: usize,
-}
-
-/// The compiled kernels.
-pub(crate) struct Kernels {
-    pub embed_gather: CudaFunction,
-    pub add_rmsnorm: CudaFunction,
-    pub qk_norm_rope_cache: CudaFunction,
-    pub silu_mul: CudaFunction,
-    pub argmax_rows: CudaFunction,
-    pub attn_prefill: CudaFunction,
-    pub attn_decode: CudaFunction,
-    /// 16-key groups without prefetch (a tuning alternative to `attn_decode`).
-    pub attn_decode_g16: CudaFunction,
-    /// Shared-memory cp.async pipeline (a tuning alternative to `attn_decode`).
-    pub attn_decode_async: CudaFunction,
-    /// Dynamic shared memory of `attn_decode_async`.
-    pub decode_async_smem: u32,
-    pub attn_combine: CudaFunction,
-    /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
-    pub prefill_smem: u32,
-    /// `skinny_gemm[i]` handles up to `16 * (i + 1)` rows.
-    pub skinny_gemm: [CudaFunction; 4],
-}
-
-pub(crate) fn kernel_source(shape: KernelShape) -> String {
-    format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
-        shape.head_dim, shape.num_q_heads, shape.num_kv_heads
-    )
-}
-
-fn cuda_include_dir() -> String {
-    let home = std::env::var("CUDA_HOME")
-        .or_else(|_| std::env::var("CUDA_PATH"))
-        .unwrap_or_else(|_| "/usr/local/cuda".into());
-    format!("{home}/include")
-}
-
-impl Kernels {
-    pub fn compile(ctx: &Arc<CudaContext>, shape: KernelShape) -> Result<Self, RunnerError> {
-        if !shape.head_dim.is_multiple_of(32) || shape.head_dim > 256 {
-            return Err(RunnerError::Model(format!(
-                "head_dim {} is not a multiple of 32 up to 256",
-                shape.head_dim
-            )));
-        }
-        if shape.num_kv_heads == 0
-            || !shape.num_q_heads.is_multiple_of(shape.num_kv_heads)
-            || 64 % (shape.num_q_heads / shape.num_kv_heads) != 0
-        {
-            return Err(RunnerError::Model(format!(
-                "{} query heads over {} KV heads: the group size must divide 64",
-                shape.num_q_heads, shape.num_kv_heads
-            )));
-        }
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(|e| dev_err("compute capability", e))?;
-        // NVRTC wants a 'static arch string; one leak per runner start.
-        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-        let opts = CompileOptions {
-            arch: Some(arch),
-            include_paths: vec![cuda_include_dir()],
-            options: vec!["--std=c++17".into()],
-            ..Default::default()
-        };
-        let ptx = compile_ptx_with_opts(kernel_source(shape), opts).map_err(|e| match e {
-            CompileError::CompileError {
-                nvrtc,
-                options,
-                log,
-            } => RunnerError::Compile {
-                message: format!("NVRTC {nvrtc:?} with options {options:?}"),
-                log: log.to_string_lossy().into_owned(),
-            },
-            other => RunnerError::Compile {
-                message: format!("{other:?}"),
-                log: String::new(),
-            },
-        })?;
-        let module = ctx.load_module(ptx).map_err(|e| RunnerError::Compile {
-            message: format!("loading the PTX module: {e:?}"),
-            log: String::new(),
-        })?;
-        let f = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| RunnerError::Compile {
-                    message: format!("kernel {name} missing from the module: {e:?}"),
-                    log: String::new(),
-                })
-        };
-        // 2 stages x (K, V) x 64 keys x (head_dim + 8 padding) bf16: ATTN_PREFILL_SMEM in attention.cu.
-        let prefill_smem = (2 * 2 * 64 * (shape.head_dim + 8) * 2) as u32;
-        let attn_prefill = f("attn_prefill")?;
-        attn_prefill
-            .set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                prefill_smem as i32,
-            )
-            .map_err(|e| RunnerError::Compile {
-                message: format!("attn_prefill needs {prefill_smem} B of shared memory: {e:?}"),
-                log: String::new(),
-            })?;
-        // 4 warps x 4 stages x (K, V) x 8 keys x head_dim bf16: attn_decode_async's pipeline.
-        let decode_async_smem = (4 * 4 * 2 * 8 * shape.head_dim * 2) as u32;
-        let attn_decode_async = f("attn_decode_async")?;
-        attn_decode_async
-            .set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                decode_async_smem as i32,
-            )
-            .map_err(|e| RunnerError::Compile {
-                message: format!("attn_decode_async needs {decode_async_smem} B of shared memory: {e:?}"),
-                log: String::new(),
-            })?;
-        Ok(Self {
-            prefill_smem,
-            embed_gather: f("embed_gather")?,
-            add_rmsnorm: f("add_rmsnorm")?,
-            qk_norm_rope_cache: f("qk_norm_rope_cache")?,
-            silu_mul: f("silu_mul")?,
-            argmax_rows: f("argmax_rows")?,
-            attn_prefill,
-            attn_decode: f("attn_decode")?,
-            attn_decode_g16: f("attn_decode_g16")?,
-            attn_decode_async,
-            decode_async_smem,
-            attn_combine: f("attn_combine")?,
-            skinny_gemm: [
-                f("skinny_gemm_1")?,
-                f("skinny_gemm_2")?,
-                f("skinny_gemm_3")?,
-                f("skinny_gemm_4")?,
-            ],
-        })
-    }
-}
-
-impl Kernels {
-    /// (name, registers per thread, local-memory bytes per thread) of every kernel.
-    pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
-        use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 14] = [
-            ("embed_gather", &self.embed_gather),
-            ("add_rmsnorm", &self.add_rmsnorm),
-            ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
-            ("silu_mul", &self.silu_mul),
-            ("argmax_rows", &self.argmax_rows),
-            ("attn_prefill", &self.attn_prefill),
-            ("attn_decode", &self.attn_decode),
-            ("attn_decode_g16", &self.attn_decode_g16),
-            ("attn_decode_async", &self.attn_decode_async),
-            ("attn_combine", &self.attn_combine),
-            ("skinny_gemm_1", &self.skinny_gemm[0]),
-            ("skinny_gemm_2", &self.skinny_gemm[1]),
-            ("skinny_gemm_3", &self.skinny_gemm[2]),
-            ("skinny_gemm_4", &self.skinny_gemm[3]),
-        ];
-        named
-            .iter()
-            .map(|(n, f)| {
-                let regs = f.get_attribute(A::CU_FUNC_ATTRIBUTE_NUM_REGS).unwrap_or(-1);
-                let local = f
-                    .get_attribute(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
-                    .unwrap_or(-1);
-                (*n, regs, local)
-            })
-            .collect()
-    }
-}
-
 /// One kernel argument: a device address or a scalar.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Arg {
@@ -357,23 +173,74 @@ pub(crate) fn launch(
     smem: u32,
     args: &[Arg],
 ) -> Result<(), RunnerError> {
-    let cfg = LaunchConfig {
-        grid_dim: grid,
-        block_dim: (block, 1, 1),
-        shared_mem_bytes: smem,
+    launch_ex(stream, f, name, grid, block, smem, args, false)
+}
+
+/// [`launch`], optionally as a programmatic dependent launch (`pdl`): the
+/// kernel may be scheduled while the previous one on the stream drains, and
+/// must itself wait (`PDL_WAIT` in kernels.cu) before touching memory. It
+/// saves part of the gap between the small kernels of a decode step.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_ex(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    name: &str,
+    grid: (u32, u32, u32),
+    block: u32,
+    smem: u32,
+    args: &[Arg],
+    pdl: bool,
+) -> Result<(), RunnerError> {
+    use cudarc::driver::sys;
+    // Each argument in its own 8-byte slot; the driver reads as many bytes as
+    // the kernel's parameter has, from the slot's start.
+    let mut slots: Vec<[u8; 8]> = args
+        .iter()
+        .map(|a| {
+            let mut b = [0u8; 8];
+            match *a {
+                Arg::Ptr(p) => b.copy_from_slice(&p.to_ne_bytes()),
+                Arg::I64(v) => b.copy_from_slice(&v.to_ne_bytes()),
+                Arg::I32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+                Arg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+            }
+            b
+        })
+        .collect();
+    let mut params: Vec<*mut std::ffi::c_void> =
+        slots.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
+    // SAFETY: an all-zero attribute is valid plain data; id and value are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: pdl as u32,
     };
-    let mut b = stream.launch_builder(f);
-    for a in args {
-        match a {
-            Arg::Ptr(p) => b.arg(p),
-            Arg::I32(v) => b.arg(v),
-            Arg::I64(v) => b.arg(v),
-            Arg::F32(v) => b.arg(v),
-        };
+    stream
+        .context()
+        .bind_to_thread()
+        .map_err(|e| dev_err(&format!("launch {name}"), e))?;
+    // SAFETY: `params` points at one slot per kernel parameter, in order, each
+    // at least as large as the parameter; the slots outlive the call.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &cfg,
+            f.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+        .result()
     }
-    unsafe { b.launch(cfg) }
-        .map(|_| ())
-        .map_err(|e| dev_err(&format!("launch {name}"), e))
+    .map_err(|e| dev_err(&format!("launch {name}"), e))
 }
 
 /// Free and total device memory in bytes.

@@ -4,21 +4,23 @@
 //! sampled rows only, LM head, argmax. Nothing here synchronizes or copies, so
 //! the same code is captured into decode graphs.
 
-use super::device::{launch, Arg};
+use super::decode::{enqueue_decode_attention, DecodeArgs};
+use super::device::{launch_ex, Arg};
 use super::gemm::OutType;
 use super::meta::StepLayout;
-use super::{CudaRunner, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
+use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
-use cudarc::driver::CudaFunction;
 
-/// Rows up to which the skinny GEMM beats cuBLAS (measured on the H200: equal at 16, much slower at 64).
-const SKINNY_MAX_ROWS: usize = 16;
+/// Logits one `argmax_rows` block scans (ARGMAX_THREADS * ARGMAX_PER_THREAD in kernels.cu).
+const ARGMAX_CHUNK: usize = 256 * 16;
+use cudarc::driver::CudaFunction;
 
 impl CudaRunner {
     /// Launches unless `group` is masked off for profiling.
     #[allow(clippy::too_many_arguments)]
     fn launch_in(
         &self,
+        pdl: bool,
         group: u32,
         f: &CudaFunction,
         name: &str,
@@ -30,47 +32,7 @@ impl CudaRunner {
         if self.profile_skip & group != 0 {
             return Ok(());
         }
-        launch(&self.stream, f, name, grid, block, smem, args)
-    }
-
-    /// `y[m, n] = x[m, k] · w[n, k]ᵀ`: the skinny tensor-core kernel for
-    /// decode-sized `m` (it reads each weight byte once at full width), cuBLAS otherwise.
-    #[allow(clippy::too_many_arguments)]
-    fn linear(
-        &self,
-        x: u64,
-        w: u64,
-        y: u64,
-        m: usize,
-        n: usize,
-        k: usize,
-        out: OutType,
-        group: u32,
-    ) -> Result<(), RunnerError> {
-        if self.profile_skip & group != 0 || m == 0 {
-            return Ok(());
-        }
-        if self.use_skinny && m <= SKINNY_MAX_ROWS && k.is_multiple_of(256) && n.is_multiple_of(8) {
-            let f = &self.kernels.skinny_gemm[m.div_ceil(16) - 1];
-            return launch(
-                &self.stream,
-                f,
-                "skinny_gemm",
-                ((n / 8) as u32, 1, 1),
-                256,
-                0,
-                &[
-                    Arg::Ptr(x),
-                    Arg::Ptr(w),
-                    Arg::Ptr(y),
-                    Arg::I32(m as i32),
-                    Arg::I32(n as i32),
-                    Arg::I32(k as i32),
-                    Arg::I32((out == OutType::F32) as i32),
-                ],
-            );
-        }
-        self.gemm.linear(x, w, y, m, n, k, out)
+        launch_ex(&self.stream, f, name, grid, block, smem, args, pdl)
     }
 
     /// Enqueues the forward pass for a step whose metadata is (or will be, before
@@ -95,8 +57,13 @@ impl CudaRunner {
         // add_rmsnorm keeps the row in registers: no dynamic shared memory.
         let norm_smem = 0;
         let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
+        // Programmatic dependent launches only in decode-only steps: measured on
+        // the H200 they save ~0.1 ms per decode step at batch 1 and cost 3-8 % in
+        // prefill steps (results/h200/profile.csv).
+        let pdl = self.use_pdl && lay.num_tiles == 0;
 
         self.launch_in(
+            pdl,
             SKIP_ELEMENTWISE,
             &k.embed_gather,
             "embed_gather",
@@ -113,6 +80,7 @@ impl CudaRunner {
         for (li, lw) in w.layers.iter().enumerate() {
             let delta = if li == 0 { 0 } else { ws.out.ptr };
             self.launch_in(
+                pdl,
                 SKIP_ELEMENTWISE,
                 &k.add_rmsnorm,
                 "add_rmsnorm(in)",
@@ -131,6 +99,7 @@ impl CudaRunner {
                 ],
             )?;
             self.linear(
+                pdl,
                 ws.normed.ptr,
                 lw.qkv.ptr,
                 ws.qkv.ptr,
@@ -143,6 +112,7 @@ impl CudaRunner {
             let (kc, vc) = self.kv_layer_ptrs(li);
             let items = t * (nq + nkv);
             self.launch_in(
+                pdl,
                 SKIP_ELEMENTWISE,
                 &k.qk_norm_rope_cache,
                 "qk_norm_rope_cache",
@@ -166,6 +136,7 @@ impl CudaRunner {
             )?;
             if lay.num_tiles > 0 {
                 self.launch_in(
+                    pdl,
                     SKIP_ATTENTION,
                     &k.attn_prefill,
                     "attn_prefill",
@@ -187,63 +158,32 @@ impl CudaRunner {
                     ],
                 )?;
             }
-            if lay.num_decodes > 0 {
-                // One warp per (sequence, KV head, split), four per block.
-                let units = lay.num_decodes * nkv * nsplit;
-                let grid = (units.div_ceil(4) as u32, 1, 1);
-                self.launch_in(
-                    SKIP_ATTENTION,
-                    match self.decode_kernel {
-                        DecodeKernel::Prefetch8 => &k.attn_decode,
-                        DecodeKernel::Group16 => &k.attn_decode_g16,
-                        DecodeKernel::SmemPipeline => &k.attn_decode_async,
-                    },
-                    "attn_decode",
-                    grid,
-                    128,
-                    if self.decode_kernel == DecodeKernel::SmemPipeline {
-                        k.decode_async_smem
-                    } else {
-                        0
-                    },
-                    &[
-                        Arg::Ptr(ws.qkv.ptr),
-                        Arg::Ptr(kc),
-                        Arg::Ptr(vc),
-                        Arg::Ptr(ws.attn.ptr),
-                        m(lay.dec_seqs),
-                        m(lay.q_start),
-                        m(lay.ctx_len),
-                        m(lay.block_tables),
-                        m(0),
-                        Arg::I32(self.block_size as i32),
-                        Arg::F32(scale_log2),
-                        Arg::Ptr(ws.part_o.ptr),
-                        Arg::Ptr(ws.part_ml.ptr),
-                        Arg::I32(nsplit as i32),
-                        Arg::I32(units as i32),
-                    ],
-                )?;
-                if nsplit > 1 {
-                    self.launch_in(
-                        SKIP_ATTENTION,
-                        &k.attn_combine,
-                        "attn_combine",
-                        (lay.num_decodes as u32, nq as u32, 1),
-                        128,
-                        0,
-                        &[
-                            Arg::Ptr(ws.part_o.ptr),
-                            Arg::Ptr(ws.part_ml.ptr),
-                            Arg::Ptr(ws.attn.ptr),
-                            m(lay.dec_seqs),
-                            m(lay.q_start),
-                            Arg::I32(nsplit as i32),
-                        ],
-                    )?;
-                }
+            if self.profile_skip & SKIP_ATTENTION == 0 {
+                let a = DecodeArgs {
+                    qkv: ws.qkv.ptr,
+                    k_cache: kc,
+                    v_cache: vc,
+                    out: ws.attn.ptr,
+                    meta: ws.meta.ptr,
+                    dec_seqs: lay.dec_seqs,
+                    q_start: lay.q_start,
+                    ctx_len: lay.ctx_len,
+                    block_tables: lay.block_tables,
+                    block_size: self.block_size,
+                    scale_log2,
+                    part_o: ws.part_o.ptr,
+                    part_ml: ws.part_ml.ptr,
+                    num_decodes: lay.num_decodes,
+                    num_q_heads: nq,
+                    num_kv_heads: nkv,
+                    nsplit,
+                    pdl,
+                };
+                let kernel = self.decode_kernel_for(lay.num_decodes);
+                enqueue_decode_attention(&self.stream, k, kernel, &a)?;
             }
             self.linear(
+                pdl,
                 ws.attn.ptr,
                 lw.o.ptr,
                 ws.out.ptr,
@@ -254,6 +194,7 @@ impl CudaRunner {
                 SKIP_GEMM,
             )?;
             self.launch_in(
+                pdl,
                 SKIP_ELEMENTWISE,
                 &k.add_rmsnorm,
                 "add_rmsnorm(post)",
@@ -272,6 +213,7 @@ impl CudaRunner {
                 ],
             )?;
             self.linear(
+                pdl,
                 ws.normed.ptr,
                 lw.gate_up.ptr,
                 ws.gate_up.ptr,
@@ -284,6 +226,7 @@ impl CudaRunner {
             // silu_mul works on groups of 8 elements.
             let total = (t * inter / 8) as i64;
             self.launch_in(
+                pdl,
                 SKIP_ELEMENTWISE,
                 &k.silu_mul,
                 "silu_mul",
@@ -298,6 +241,7 @@ impl CudaRunner {
                 ],
             )?;
             self.linear(
+                pdl,
                 ws.act.ptr,
                 lw.down.ptr,
                 ws.out.ptr,
@@ -313,6 +257,7 @@ impl CudaRunner {
             return Ok(());
         }
         self.launch_in(
+            pdl,
             SKIP_HEAD,
             &k.add_rmsnorm,
             "add_rmsnorm(final)",
@@ -331,6 +276,7 @@ impl CudaRunner {
             ],
         )?;
         self.linear(
+            pdl,
             ws.final_normed.ptr,
             w.lm_head_ptr(),
             ws.logits.ptr,
@@ -341,15 +287,16 @@ impl CudaRunner {
             SKIP_HEAD,
         )?;
         self.launch_in(
+            pdl,
             SKIP_HEAD,
             &k.argmax_rows,
             "argmax_rows",
-            (ns as u32, 1, 1),
-            1024,
+            (c.vocab_size.div_ceil(ARGMAX_CHUNK) as u32, ns as u32, 1),
+            256,
             0,
             &[
                 Arg::Ptr(ws.logits.ptr),
-                Arg::Ptr(ws.sampled.ptr),
+                m(lay.argmax),
                 Arg::I32(c.vocab_size as i32),
             ],
         )

@@ -10,6 +10,22 @@ typedef __nv_bfloat16 bf16;
 typedef __nv_bfloat162 bf162;
 typedef unsigned int u32;
 
+// Programmatic dependent launch (sm_90 and later): a kernel launched with the PDL attribute
+// may be scheduled while the previous kernel on the stream drains. Every kernel here waits for
+// it (PDL_WAIT: the previous grid has finished and its writes are visible) before touching
+// global memory, then lets the next kernel be scheduled (PDL_LAUNCH_NEXT). Without the
+// attribute both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#define PDL_LAUNCH_NEXT() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#else
+#define PDL_WAIT()
+#define PDL_LAUNCH_NEXT()
+#endif
+#define PDL_ENTER() \
+    PDL_WAIT();     \
+    PDL_LAUNCH_NEXT()
+
 #define GQA_GROUP (NUM_Q_HEADS / NUM_KV_HEADS)
 #define QKV_DIM ((NUM_Q_HEADS + 2 * NUM_KV_HEADS) * HEAD_DIM)
 #define Q_DIM (NUM_Q_HEADS * HEAD_DIM)
@@ -38,6 +54,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // resid[t] = embed[tokens[t]] (fp32 residual stream).
 extern "C" __global__ void embed_gather(const bf16* __restrict__ embed, const int* __restrict__ tokens,
                                         float* __restrict__ resid, int hidden) {
+    PDL_ENTER();
     int t = blockIdx.x;
     const bf16* row = embed + (long long)tokens[t] * hidden;
     float* dst = resid + (long long)t * hidden;
@@ -50,6 +67,7 @@ extern "C" __global__ void embed_gather(const bf16* __restrict__ embed, const in
 extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,
                                        const bf16* __restrict__ w, bf16* __restrict__ out,
                                        const int* __restrict__ rows, int hidden, float eps, int write_resid) {
+    PDL_ENTER();
     __shared__ float scratch[32];
     const int t = blockIdx.x;
     const long long r = rows ? rows[t] : t;
@@ -102,6 +120,7 @@ extern "C" __global__ void qk_norm_rope_cache(bf16* __restrict__ qkv, const bf16
                                               const float* __restrict__ sin_t, const int* __restrict__ positions,
                                               const int* __restrict__ slots, bf16* __restrict__ k_cache,
                                               bf16* __restrict__ v_cache, int num_tokens, int max_pos, float eps) {
+    PDL_ENTER();
     const int heads = NUM_Q_HEADS + NUM_KV_HEADS;
     int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
@@ -162,6 +181,7 @@ extern "C" __global__ void qk_norm_rope_cache(bf16* __restrict__ qkv, const bf16
 // gu row t = [gate (inter) | up (inter)]; act[t] = silu(gate) * up. 8 elements per thread
 // (inter % 8 == 0); `total` counts groups of 8.
 extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restrict__ act, int inter, long long total) {
+    PDL_ENTER();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total) return;
     const int groups = inter / 8;
@@ -179,35 +199,66 @@ extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restric
     *reinterpret_cast<uint4*>(act + t * inter + j) = make_uint4(os[0], os[1], os[2], os[3]);
 }
 
-// Greedy sampling: out[r] = argmax of logits row r (lowest index on ties).
-extern "C" __global__ void argmax_rows(const float* __restrict__ logits, int* __restrict__ out, int vocab) {
-    __shared__ float bv[32];
-    __shared__ int bi[32];
-    const float* row = logits + (long long)blockIdx.x * vocab;
-    float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        float v = row[i];
-        if (v > best || (v == best && i < idx)) { best = v; idx = i; }
+// Greedy sampling: best[r] = a key for the argmax of logits row r (lowest index on ties).
+// Block (c, r) scans chunk c of row r, ARGMAX_PER_THREAD independent loads per thread, and
+// folds its best into best[r] with one 64-bit atomicMax of a key that orders by value, then by
+// lower index: (order-preserving bits of the value) << 32 | (0xffffffff - index). best[] must
+// be zero before the kernel (the host zeroes it in the step metadata, which decodes it).
+#define ARGMAX_THREADS 256
+#define ARGMAX_PER_THREAD 16
+__device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
+    return v > bv || (v == bv && i < bi);
+}
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
+    argmax_rows(const float* __restrict__ logits, unsigned long long* __restrict__ best, int vocab) {
+    PDL_ENTER();
+    __shared__ float sv[ARGMAX_THREADS / 32];
+    __shared__ int si[ARGMAX_THREADS / 32];
+    const float* row = logits + (long long)blockIdx.y * vocab;
+    const int base = blockIdx.x * ARGMAX_THREADS * ARGMAX_PER_THREAD + threadIdx.x;
+    float v[ARGMAX_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < ARGMAX_PER_THREAD; j++) {
+        const int i = base + j * ARGMAX_THREADS;
+        v[j] = i < vocab ? row[i] : -INFINITY;
+    }
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < ARGMAX_PER_THREAD; j++) {
+        const int i = base + j * ARGMAX_THREADS;
+        if (i < vocab && argmax_better(v[j], i, bv, bi)) {
+            bv = v[j];
+            bi = i;
+        }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if (lane == 0) { bv[warp] = best; bi[warp] = idx; }
-    __syncthreads();
-    if (warp == 0) {
-        best = lane < nw ? bv[lane] : -INFINITY;
-        idx = lane < nw ? bi[lane] : 0x7fffffff;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (argmax_better(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
         }
-        if (lane == 0) out[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        sv[warp] = bv;
+        si[warp] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < ARGMAX_THREADS / 32; w++)
+            if (argmax_better(sv[w], si[w], bv, bi)) {
+                bv = sv[w];
+                bi = si[w];
+            }
+        if (bi != 0x7fffffff) {
+            unsigned int bits = __float_as_uint(bv);
+            bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+            const unsigned long long key =
+                ((unsigned long long)bits << 32) | (unsigned long long)(0xffffffffu - (unsigned int)bi);
+            atomicMax(best + blockIdx.y, key);
+        }
     }
 }

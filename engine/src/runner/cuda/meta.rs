@@ -1,8 +1,9 @@
 //! Packing of one step's metadata into a single `i32` buffer, copied to the
 //! device with one host-to-device copy per step.
 //!
-//! Layout (all `i32`, offsets in [`StepLayout`]): `hdr[0] = bt_stride`, then
-//! token ids `[T]`, positions `[T]`, KV slots `[T]` (-1 = do not write),
+//! Layout (all `i32`, offsets in [`StepLayout`]): `hdr[0] = bt_stride`, a pad,
+//! the greedy-sampling results (one zeroed 64-bit `argmax_rows` key per sampled
+//! row, [`argmax_index`] decodes it), token ids `[T]`, positions `[T]`, KV slots `[T]` (-1 = do not write),
 //! `q_start[S + 1]`, `ctx_len[S]` (cache length after the step), `sample_rows`
 //! (token row of each sampled sequence, batch order), `dec_seqs` (sequences with
 //! one new token: the decode attention path), prefill `tiles` (pairs of
@@ -22,6 +23,8 @@ pub(crate) struct StepLayout {
     pub num_decodes: usize,
     pub num_tiles: usize,
     pub bt_stride: usize,
+    /// 64-bit argmax keys (two `i32`s each, 8-byte aligned), zero before the step.
+    pub argmax: usize,
     pub tokens: usize,
     pub positions: usize,
     pub slots: usize,
@@ -43,7 +46,8 @@ impl StepLayout {
         n_tiles: usize,
         bt_stride: usize,
     ) -> Self {
-        let tokens = 1;
+        let argmax = 2;
+        let tokens = argmax + 2 * n_samp;
         let positions = tokens + t;
         let slots = positions + t;
         let q_start = slots + t;
@@ -60,6 +64,7 @@ impl StepLayout {
             num_decodes: n_dec,
             num_tiles: n_tiles,
             bt_stride,
+            argmax,
             tokens,
             positions,
             slots,
@@ -195,6 +200,8 @@ pub(crate) fn pack_step(
         ));
     }
     buf[0] = bt_stride as i32;
+    buf[1] = 0;
+    buf[lay.argmax..lay.tokens].fill(0);
     let (mut row, mut samp, mut dec) = (0usize, 0usize, 0usize);
     // (keys the tile attends to, sequence, first token): the longest tiles are launched first
     // so they do not start last and leave the GPU idle behind them.
@@ -250,6 +257,15 @@ pub(crate) fn pack_step(
     }
     buf[lay.q_start + s_pad] = t_pad as i32;
     Ok(lay)
+}
+
+/// The token index in a 64-bit `argmax_rows` key (kernels.cu): the low half
+/// holds `u32::MAX - index`, so that ties go to the lowest index.
+pub(crate) fn argmax_index(key: u64) -> u32 {
+    if key == 0 {
+        return 0; // no value was folded in (cannot happen for a non-empty vocabulary)
+    }
+    u32::MAX - (key & 0xffff_ffff) as u32
 }
 
 #[cfg(test)]

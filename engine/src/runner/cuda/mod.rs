@@ -22,9 +22,12 @@
 //! KV cache ([`RunnerError::OutOfMemory`]), malformed batches
 //! ([`RunnerError::BadBatch`]).
 
+mod decode;
 mod device;
 mod forward;
 mod gemm;
+mod kernels;
+mod linear;
 mod meta;
 mod selftest;
 mod step;
@@ -34,13 +37,15 @@ use crate::config::EngineConfig;
 use crate::model::{Qwen3Config, Qwen3Weights};
 use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
 use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
-use device::{dev_err, DeviceBuffer, KernelShape, Kernels, PinnedBuffer};
+use device::{dev_err, DeviceBuffer, PinnedBuffer};
 use gemm::Gemm;
+use kernels::{KernelShape, Kernels};
 use meta::{BatchLimits, StepLayout};
 use std::collections::HashMap;
 use std::sync::Arc;
 use weights::DeviceWeights;
 
+pub use decode::DecodeKernel;
 pub use selftest::{kernel_self_test, KernelCheck};
 
 /// Kernel groups that [`CudaRunner::set_profile_skip`] can leave out.
@@ -50,25 +55,14 @@ pub const SKIP_ELEMENTWISE: u32 = 4;
 /// Final norm, LM head and argmax.
 pub const SKIP_HEAD: u32 = 8;
 
-/// Most splits of one sequence's decode attention (one warp each).
+/// Most splits of one sequence's decode attention.
 const MAX_DECODE_SPLITS: usize = 64;
 /// Decode-attention warps to aim for: enough to keep every SM's memory pipe busy.
 const DECODE_TARGET_WARPS: usize = 2048;
-/// Fewest keys worth a warp of its own in eager steps (whose contexts are known).
+/// Fewest keys per warp of a split in eager steps (whose contexts are known).
 const DECODE_MIN_KEYS_PER_SPLIT: usize = 32;
 /// Decode-graph batch sizes (padded up to the next one).
 const GRAPH_BUCKETS: [usize; 13] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256];
-
-/// Decode attention kernels (same results, different memory pipelines).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecodeKernel {
-    /// 8-key groups, the next group prefetched into registers.
-    Prefetch8,
-    /// 16-key groups loaded then used.
-    Group16,
-    /// Four 8-key stages per warp in shared memory, filled by cp.async.
-    SmemPipeline,
-}
 
 /// KV-cache and batch settings of a [`CudaRunner`] (the [`EngineConfig`] fields it needs).
 #[derive(Debug, Clone, PartialEq)]
@@ -110,7 +104,6 @@ pub(crate) struct Workspace {
     act: DeviceBuffer,
     final_normed: DeviceBuffer,
     logits: DeviceBuffer,
-    sampled: DeviceBuffer,
     part_o: DeviceBuffer,
     part_ml: DeviceBuffer,
     meta: DeviceBuffer,
@@ -136,7 +129,7 @@ pub struct CudaRunner {
     layer_kv_bytes: usize,
     limits: BatchLimits,
     meta_host: PinnedBuffer<i32>,
-    sampled_host: PinnedBuffer<i32>,
+    sampled_host: PinnedBuffer<u64>,
     /// Decode graphs by (padded batch size, attention splits).
     graphs: HashMap<(usize, usize), CudaGraph>,
     max_splits: usize,
@@ -145,8 +138,10 @@ pub struct CudaRunner {
     device_name: String,
     use_skinny: bool,
     profile_skip: u32,
-    decode_kernel: DecodeKernel,
+    /// A fixed decode attention kernel (tuning), or `None`: [`DecodeKernel::for_batch`].
+    decode_kernel: Option<DecodeKernel>,
     decode_target_warps: usize,
+    use_pdl: bool,
 }
 
 fn workspace(
@@ -172,7 +167,6 @@ fn workspace(
         act: a(t * i * 2)?,
         final_normed: a(s * h * 2)?,
         logits: a(s * v * 4)?,
-        sampled: a(s * 4)?,
         part_o: a(s * c.num_attention_heads * max_splits * c.head_dim * 4)?,
         part_ml: a(s * c.num_attention_heads * max_splits * 2 * 4)?,
         meta: a(meta_ints * 4)?,
@@ -291,8 +285,9 @@ impl CudaRunner {
             device_name,
             use_skinny: true,
             profile_skip: 0,
-            decode_kernel: DecodeKernel::Prefetch8,
+            decode_kernel: None,
             decode_target_warps: DECODE_TARGET_WARPS,
+            use_pdl: true,
         })
     }
 
@@ -309,17 +304,58 @@ impl CudaRunner {
         self.use_graphs = on;
     }
 
-    /// Use the skinny tensor-core GEMM for up to 64 rows (default) or cuBLAS always.
+    /// Use the skinny GEMM where it beats cuBLAS (default) or cuBLAS always.
     pub fn set_use_skinny_gemm(&mut self, on: bool) {
         self.use_skinny = on;
         self.graphs.clear();
     }
 
-    /// Tuning: the decode attention kernel and the number of warps its splits aim for.
-    pub fn set_decode_tuning(&mut self, kernel: DecodeKernel, target_warps: usize) {
+    /// Tuning: a fixed decode attention kernel (`None`: chosen per batch size)
+    /// and the number of warps its splits aim for.
+    pub fn set_decode_tuning(
+        &mut self,
+        kernel: Option<DecodeKernel>,
+        target_warps: usize,
+    ) -> Result<(), RunnerError> {
+        let c = &self.cfg;
+        let gqa = c.num_attention_heads / c.num_key_value_heads;
+        if let Some(k) = kernel {
+            if !k.supports(c.head_dim, gqa, c.num_key_value_heads) {
+                return Err(RunnerError::Model(format!(
+                    "decode kernel {k:?} does not support head_dim {} with {gqa} query heads per KV head",
+                    c.head_dim
+                )));
+            }
+        }
         self.decode_kernel = kernel;
         self.decode_target_warps = target_warps.max(1);
         self.graphs.clear();
+        Ok(())
+    }
+
+    /// The decode attention kernel for a step with `n_dec` decodes.
+    pub(crate) fn decode_kernel_for(&self, n_dec: usize) -> DecodeKernel {
+        let c = &self.cfg;
+        self.decode_kernel.unwrap_or_else(|| {
+            DecodeKernel::for_batch(
+                n_dec,
+                c.head_dim,
+                c.num_attention_heads / c.num_key_value_heads,
+                c.num_key_value_heads,
+            )
+        })
+    }
+
+    /// Launch the runner's own kernels as programmatic dependent launches
+    /// (default on; each overlaps its start with the previous kernel's end).
+    pub fn set_use_pdl(&mut self, on: bool) {
+        self.use_pdl = on;
+        self.graphs.clear();
+    }
+
+    /// The decode attention kernel setting and split target in use.
+    pub fn decode_tuning(&self) -> (Option<DecodeKernel>, usize) {
+        (self.decode_kernel, self.decode_target_warps)
     }
 
     /// Profiling only: leaves out the kernel groups in `mask` (`SKIP_*`), so

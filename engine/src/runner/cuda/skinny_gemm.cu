@@ -20,6 +20,10 @@ __device__ __forceinline__ void skinny_gemm_body(const bf16* __restrict__ X, con
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
     const bf16* wrow = W + (long long)(n0 + g) * K + kbeg + tig * 8;
+    // The weights do not depend on the previous kernel: start pulling this lane's share into L2
+    // before waiting for it (programmatic dependent launch, kernels.cu).
+    for (int c = 0; c < kw; c += 32) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wrow + c));
+    PDL_ENTER();
     const uint4 zero = make_uint4(0, 0, 0, 0);
     for (int c = 0; c < kw; c += 4 * 32) {
         uint4 wv[4];

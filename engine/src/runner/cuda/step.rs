@@ -3,7 +3,7 @@
 //! forward pass eagerly; copy the sampled tokens back.
 
 use super::device::{self, copy_dtoh_async, copy_htod_async, dev_err};
-use super::meta::{pack_step, StepLayout};
+use super::meta::{argmax_index, pack_step, StepLayout};
 use super::{CudaRunner, LastStep, DECODE_MIN_KEYS_PER_SPLIT, GRAPH_BUCKETS};
 use crate::runner::{RunnerError, ScheduledBatch};
 use cudarc::driver::{sys, CudaGraph};
@@ -14,15 +14,17 @@ impl CudaRunner {
         (k, k + self.layer_kv_bytes as u64)
     }
 
-    /// Splits (one warp each) of the decode attention: enough warps in all to
-    /// fill the GPU; in eager steps also no split shorter than
-    /// `DECODE_MIN_KEYS_PER_SPLIT` keys. A graph's split count depends on its
-    /// batch size alone, since the kernel divides each context at run time.
+    /// Splits of each sequence's decode attention: enough warps in all to
+    /// fill the GPU; in eager steps also no fewer than
+    /// `DECODE_MIN_KEYS_PER_SPLIT` keys per warp of a split. A graph's split
+    /// count depends on its batch size alone, since the kernel divides each
+    /// context at run time.
     fn decode_splits(&self, n_dec: usize, max_ctx: Option<usize>) -> usize {
-        let units = (n_dec * self.cfg.num_key_value_heads).max(1);
+        let wpu = self.decode_kernel_for(n_dec).warps_per_unit();
+        let units = (n_dec * self.cfg.num_key_value_heads * wpu).max(1);
         let mut n = self.decode_target_warps.div_ceil(units);
         if let Some(ctx) = max_ctx {
-            n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT));
+            n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT * wpu));
         }
         n.clamp(1, self.max_splits)
     }
@@ -111,12 +113,13 @@ impl CudaRunner {
             device::sync(&self.stream)?;
             return Ok(Vec::new());
         }
+        // The argmax keys of the real sequences lead the padded ones (meta.rs).
         let out = &mut self.sampled_host.as_mut_slice()[..n_real];
-        copy_dtoh_async(out, self.ws.sampled.ptr, &self.stream)?;
+        copy_dtoh_async(out, self.ws.meta.ptr + 4 * lay.argmax as u64, &self.stream)?;
         device::sync(&self.stream)?;
         Ok(self.sampled_host.as_slice()[..n_real]
             .iter()
-            .map(|&t| t as u32)
+            .map(|&key| argmax_index(key))
             .collect())
     }
 

@@ -4,9 +4,10 @@
 
 use super::{compare, Ctx, KernelCheck};
 use crate::request::RequestId;
-use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer, KernelShape};
+use crate::runner::cuda::decode::{enqueue_decode_attention, DecodeArgs, DecodeKernel};
+use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer};
+use crate::runner::cuda::kernels::KernelShape;
 use crate::runner::cuda::meta::{pack_step, BatchLimits};
-use crate::runner::cuda::DecodeKernel;
 use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
@@ -99,57 +100,27 @@ pub(super) fn check_attention(
             Arg::F32(scale_log2),
         ],
     )?;
-    launch(
-        &c.stream,
-        match kernel {
-            DecodeKernel::Prefetch8 => &c.k.attn_decode,
-            DecodeKernel::Group16 => &c.k.attn_decode_g16,
-            DecodeKernel::SmemPipeline => &c.k.attn_decode_async,
-        },
-        "attn_decode",
-        ((lay.num_decodes * nkv * nsplit).div_ceil(4) as u32, 1, 1),
-        128,
-        if kernel == DecodeKernel::SmemPipeline {
-            c.k.decode_async_smem
-        } else {
-            0
-        },
-        &[
-            Arg::Ptr(qd.ptr),
-            Arg::Ptr(kd.ptr),
-            Arg::Ptr(vd.ptr),
-            Arg::Ptr(od.ptr),
-            m(lay.dec_seqs),
-            m(lay.q_start),
-            m(lay.ctx_len),
-            m(lay.block_tables),
-            m(0),
-            Arg::I32(bs as i32),
-            Arg::F32(scale_log2),
-            Arg::Ptr(po.ptr),
-            Arg::Ptr(pml.ptr),
-            Arg::I32(nsplit as i32),
-            Arg::I32((lay.num_decodes * nkv * nsplit) as i32),
-        ],
-    )?;
-    if nsplit > 1 {
-        launch(
-            &c.stream,
-            &c.k.attn_combine,
-            "attn_combine",
-            (lay.num_decodes as u32, nq as u32, 1),
-            128,
-            0,
-            &[
-                Arg::Ptr(po.ptr),
-                Arg::Ptr(pml.ptr),
-                Arg::Ptr(od.ptr),
-                m(lay.dec_seqs),
-                m(lay.q_start),
-                Arg::I32(nsplit as i32),
-            ],
-        )?;
-    }
+    let a = DecodeArgs {
+        qkv: qd.ptr,
+        k_cache: kd.ptr,
+        v_cache: vd.ptr,
+        out: od.ptr,
+        meta: md.ptr,
+        dec_seqs: lay.dec_seqs,
+        q_start: lay.q_start,
+        ctx_len: lay.ctx_len,
+        block_tables: lay.block_tables,
+        block_size: bs,
+        scale_log2,
+        part_o: po.ptr,
+        part_ml: pml.ptr,
+        num_decodes: lay.num_decodes,
+        num_q_heads: nq,
+        num_kv_heads: nkv,
+        nsplit,
+        pdl: false,
+    };
+    enqueue_decode_attention(&c.stream, &c.k, kernel, &a)?;
     let got = c.down_bf16(&od, t * nq * d)?;
 
     let mut want = vec![0f64; t * nq * d];

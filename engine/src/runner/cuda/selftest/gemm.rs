@@ -1,8 +1,9 @@
 //! The cuBLAS wrapper and the skinny GEMM against host products in f64.
 
 use super::{compare, rounded, Ctx, KernelCheck};
-use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer};
+use crate::runner::cuda::device::{self, DeviceBuffer};
 use crate::runner::cuda::gemm::{Gemm, OutType};
+use crate::runner::cuda::linear::{skinny_gemm, GemmArgs};
 use crate::runner::RunnerError;
 
 pub(super) fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
@@ -31,6 +32,7 @@ pub(super) fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     ))
 }
 
+/// The skinny GEMM against a host product for 1, 13, 40 and 64 rows (bf16 and f32 output).
 pub(super) fn check_skinny(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     let (n, k) = (48usize, 512usize);
     let w = rounded(&c.randn(n * k, 1.0));
@@ -40,24 +42,16 @@ pub(super) fn check_skinny(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         let x = rounded(&c.randn(m * k, 1.0));
         let xd = c.up_bf16(&x)?;
         let yd = DeviceBuffer::alloc(&c.ctx, m * n * 4).map_err(|e| device::dev_err("alloc", e))?;
-        let f = &c.k.skinny_gemm[m.div_ceil(16) - 1];
-        launch(
-            &c.stream,
-            f,
-            "skinny_gemm",
-            ((n / 8) as u32, 1, 1),
-            256,
-            0,
-            &[
-                Arg::Ptr(xd.ptr),
-                Arg::Ptr(wd.ptr),
-                Arg::Ptr(yd.ptr),
-                Arg::I32(m as i32),
-                Arg::I32(n as i32),
-                Arg::I32(k as i32),
-                Arg::I32(f32_out as i32),
-            ],
-        )?;
+        let a = GemmArgs {
+            x: xd.ptr,
+            w: wd.ptr,
+            y: yd.ptr,
+            m,
+            n,
+            k,
+            out: if f32_out { OutType::F32 } else { OutType::Bf16 },
+        };
+        skinny_gemm(&c.stream, &c.k, &a, false)?;
         if f32_out {
             got_all.extend(c.down::<f32>(&yd, m * n)?);
         } else {

@@ -3,7 +3,9 @@
 //! Used by `cuda-check --quick` to localise a failure before the end-to-end
 //! comparisons.
 
-use super::device::{self, launch, Arg, DeviceBuffer, KernelShape, Kernels};
+use super::device::{self, launch, Arg, DeviceBuffer};
+use super::kernels::{KernelShape, Kernels};
+use super::meta::argmax_index;
 use crate::runner::cuda::DecodeKernel;
 use crate::runner::RunnerError;
 use cudarc::driver::{CudaContext, CudaStream};
@@ -131,7 +133,7 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 12] = [
+    let checks: [(&str, Check); 13] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -144,14 +146,17 @@ pub fn kernel_self_test(
         ("attn_prefill+decode(nsplit=7)", |c| {
             check_attention(c, 7, DecodeKernel::Prefetch8)
         }),
-        ("attn_prefill+decode_smem(nsplit=5)", |c| {
-            check_attention(c, 5, DecodeKernel::SmemPipeline)
+        ("attn_prefill+decode_block_w4u4(nsplit=1)", |c| {
+            check_attention(c, 1, DecodeKernel::BlockW4U4)
         }),
-        ("attn_prefill+decode_smem(nsplit=1)", |c| {
-            check_attention(c, 1, DecodeKernel::SmemPipeline)
+        ("attn_prefill+decode_block_w8u4(nsplit=3)", |c| {
+            check_attention(c, 3, DecodeKernel::BlockW8U4)
         }),
-        ("attn_prefill+decode_g16(nsplit=3)", |c| {
-            check_attention(c, 3, DecodeKernel::Group16)
+        ("attn_prefill+decode_heads_u4(nsplit=1)", |c| {
+            check_attention(c, 1, DecodeKernel::HeadsU4)
+        }),
+        ("attn_prefill+decode_heads_u4(nsplit=5)", |c| {
+            check_attention(c, 5, DecodeKernel::HeadsU4)
         }),
         ("embed_gather", check_embed),
     ];
@@ -258,23 +263,26 @@ fn check_silu(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
 }
 
 fn check_argmax(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    // Rows span two 4096-wide chunks (two blocks fold into one key).
     let (rows, v) = (4usize, 5000usize);
     let mut l = c.randn(rows * v, 1.0);
     l[v + 4321] = 7.0;
     l[2 * v + 17] = 7.0;
-    l[2 * v + 4000] = 7.0; // tie: the lower index wins
+    l[2 * v + 4500] = 7.0; // tie across chunks: the lower index wins
+    l[3 * v + 4999] = 9.0; // last element of the partial chunk
     let ld = c.up(&l)?;
-    let od = DeviceBuffer::alloc(&c.ctx, rows * 4).map_err(|e| device::dev_err("alloc", e))?;
+    let od = c.up(&vec![0i32; 2 * rows])?; // zeroed 64-bit keys
     launch(
         &c.stream,
         &c.k.argmax_rows,
         "argmax_rows",
-        (rows as u32, 1, 1),
-        1024,
+        (v.div_ceil(4096) as u32, rows as u32, 1),
+        256,
         0,
         &[Arg::Ptr(ld.ptr), Arg::Ptr(od.ptr), Arg::I32(v as i32)],
     )?;
-    let got: Vec<i32> = c.down(&od, rows)?;
+    let keys: Vec<u64> = c.down(&od, rows)?;
+    let got: Vec<i32> = keys.iter().map(|&k| argmax_index(k) as i32).collect();
     let want: Vec<i32> = (0..rows)
         .map(|r| {
             let row = &l[r * v..(r + 1) * v];

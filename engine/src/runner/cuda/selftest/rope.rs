@@ -1,7 +1,8 @@
 //! q/k-norm + RoPE + KV-cache write against a host computation.
 
 use super::{compare, rounded, Ctx, KernelCheck};
-use crate::runner::cuda::device::{launch, Arg, KernelShape};
+use crate::runner::cuda::device::{launch, Arg};
+use crate::runner::cuda::kernels::KernelShape;
 use crate::runner::RunnerError;
 
 pub(super) fn check_rope(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {

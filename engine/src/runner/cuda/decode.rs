@@ -1,0 +1,214 @@
+//! Decode attention: the kernel choices and their one launch path, shared by
+//! the forward pass and the kernel self-test. A unit of work is one (decode
+//! sequence, KV head, split); with more than one split per sequence the
+//! partial results are merged by `attn_combine`.
+
+use super::device::{launch_ex, Arg};
+use super::kernels::Kernels;
+use crate::runner::RunnerError;
+use cudarc::driver::{CudaFunction, CudaStream};
+
+/// Decode attention kernels (same results, different work layouts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeKernel {
+    /// A warp per unit, 8-key groups, the next group prefetched into registers.
+    Prefetch8,
+    /// A block of 4 warps per unit sharing its keys, 4 loads of 16 bytes in flight per lane.
+    BlockW4U4,
+    /// A block of 8 warps per unit sharing its keys, 4 loads in flight per lane.
+    BlockW8U4,
+    /// A block per (sequence, split) with a warp per KV head: whole cache slots read at once.
+    HeadsU4,
+}
+
+/// How a kernel maps units of work onto blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Four units per block of four warps.
+    WarpPerUnit,
+    /// One unit per block of this many warps.
+    BlockPerUnit(usize),
+    /// The KV heads of one (sequence, split) per block, a warp each.
+    BlockPerSplit,
+}
+
+impl DecodeKernel {
+    pub const ALL: [DecodeKernel; 4] = [
+        DecodeKernel::Prefetch8,
+        DecodeKernel::BlockW4U4,
+        DecodeKernel::BlockW8U4,
+        DecodeKernel::HeadsU4,
+    ];
+
+    /// The fastest kernel for `n_dec` decodes that handles the shape, from
+    /// `engine-bench --tune` on the H200 (results/h200/tune.csv, 2026-11-30):
+    /// 8 key-sharing warps up to 16 decodes, 4 up to 128, a warp per KV head
+    /// beyond; the warp-per-unit kernel for shapes the others do not take.
+    pub fn for_batch(n_dec: usize, head_dim: usize, gqa_group: usize, num_kv_heads: usize) -> Self {
+        let preferred = if n_dec <= 16 {
+            DecodeKernel::BlockW8U4
+        } else if n_dec <= 128 {
+            DecodeKernel::BlockW4U4
+        } else {
+            DecodeKernel::HeadsU4
+        };
+        if preferred.supports(head_dim, gqa_group, num_kv_heads) {
+            preferred
+        } else {
+            DecodeKernel::Prefetch8
+        }
+    }
+
+    fn layout(self) -> Layout {
+        match self {
+            DecodeKernel::Prefetch8 => Layout::WarpPerUnit,
+            DecodeKernel::BlockW4U4 => Layout::BlockPerUnit(4),
+            DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
+            DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
+        }
+    }
+
+    /// Warps that work on one unit.
+    pub fn warps_per_unit(self) -> usize {
+        match self.layout() {
+            Layout::BlockPerUnit(w) => w,
+            Layout::WarpPerUnit | Layout::BlockPerSplit => 1,
+        }
+    }
+
+    /// Whether this kernel handles the model shape: a block kernel keeps its
+    /// warps' partial outputs in 48 KB of static shared memory (`DB_FITS` in
+    /// decode_block_attention.cu) and a block has at most 32 warps; the
+    /// kernels trap otherwise.
+    pub fn supports(self, head_dim: usize, gqa_group: usize, num_kv_heads: usize) -> bool {
+        let fits = |warps: usize| warps * gqa_group * (head_dim + 2) * 4 <= 48 * 1024;
+        match self.layout() {
+            Layout::WarpPerUnit => true,
+            Layout::BlockPerUnit(w) => fits(w),
+            Layout::BlockPerSplit => num_kv_heads <= 32 && fits(1),
+        }
+    }
+
+    fn function(self, k: &Kernels) -> &CudaFunction {
+        match self {
+            DecodeKernel::Prefetch8 => &k.attn_decode,
+            DecodeKernel::BlockW4U4 => &k.attn_decode_block_w4u4,
+            DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
+            DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
+        }
+    }
+}
+
+/// Device addresses and sizes of one decode-attention launch. `meta` is the
+/// step metadata; the offsets are those of its `StepLayout`.
+pub(crate) struct DecodeArgs {
+    pub qkv: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+    pub out: u64,
+    pub meta: u64,
+    pub dec_seqs: usize,
+    pub q_start: usize,
+    pub ctx_len: usize,
+    pub block_tables: usize,
+    pub block_size: usize,
+    pub scale_log2: f32,
+    pub part_o: u64,
+    pub part_ml: u64,
+    pub num_decodes: usize,
+    pub num_q_heads: usize,
+    pub num_kv_heads: usize,
+    pub nsplit: usize,
+    /// Launch as programmatic dependent launches ([`launch_ex`]).
+    pub pdl: bool,
+}
+
+/// Enqueues the decode attention of `a.num_decodes` sequences (and the split
+/// merge when `a.nsplit > 1`) on `stream`.
+pub(crate) fn enqueue_decode_attention(
+    stream: &CudaStream,
+    k: &Kernels,
+    kernel: DecodeKernel,
+    a: &DecodeArgs,
+) -> Result<(), RunnerError> {
+    if a.num_decodes == 0 {
+        return Ok(());
+    }
+    let m = |off: usize| Arg::Ptr(a.meta + 4 * off as u64);
+    let units = a.num_decodes * a.num_kv_heads * a.nsplit;
+    let (blocks, threads) = match kernel.layout() {
+        Layout::WarpPerUnit => (units.div_ceil(4), 128),
+        Layout::BlockPerUnit(w) => (units, 32 * w),
+        Layout::BlockPerSplit => (a.num_decodes * a.nsplit, 32 * a.num_kv_heads),
+    };
+    launch_ex(
+        stream,
+        kernel.function(k),
+        "attn_decode",
+        (blocks as u32, 1, 1),
+        threads as u32,
+        0,
+        &[
+            Arg::Ptr(a.qkv),
+            Arg::Ptr(a.k_cache),
+            Arg::Ptr(a.v_cache),
+            Arg::Ptr(a.out),
+            m(a.dec_seqs),
+            m(a.q_start),
+            m(a.ctx_len),
+            m(a.block_tables),
+            m(0),
+            Arg::I32(a.block_size as i32),
+            Arg::F32(a.scale_log2),
+            Arg::Ptr(a.part_o),
+            Arg::Ptr(a.part_ml),
+            Arg::I32(a.nsplit as i32),
+            // Units for the warp kernel, blocks for the others.
+            Arg::I32(if kernel.layout() == Layout::WarpPerUnit {
+                units
+            } else {
+                blocks
+            } as i32),
+        ],
+        a.pdl,
+    )?;
+    if a.nsplit == 1 {
+        return Ok(());
+    }
+    launch_ex(
+        stream,
+        &k.attn_combine,
+        "attn_combine",
+        (a.num_decodes as u32, a.num_q_heads as u32, 1),
+        128,
+        0,
+        &[
+            Arg::Ptr(a.part_o),
+            Arg::Ptr(a.part_ml),
+            Arg::Ptr(a.out),
+            m(a.dec_seqs),
+            m(a.q_start),
+            Arg::I32(a.nsplit as i32),
+        ],
+        a.pdl,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_size_picks_the_kernel_and_unsupported_shapes_fall_back() {
+        // Qwen3-0.6B: head_dim 128, 16 query heads over 8 KV heads.
+        assert_eq!(DecodeKernel::for_batch(1, 128, 2, 8), DecodeKernel::BlockW8U4);
+        assert_eq!(DecodeKernel::for_batch(64, 128, 2, 8), DecodeKernel::BlockW4U4);
+        assert_eq!(DecodeKernel::for_batch(256, 128, 2, 8), DecodeKernel::HeadsU4);
+        // 8 warps x 64 query heads per KV head x 258 x 4 B is past 48 KB of shared memory.
+        assert!(!DecodeKernel::BlockW8U4.supports(256, 64, 1));
+        assert_eq!(DecodeKernel::for_batch(1, 256, 64, 1), DecodeKernel::Prefetch8);
+        // 33 KV heads would need 33 warps in one block.
+        assert!(!DecodeKernel::HeadsU4.supports(128, 1, 33));
+        assert!(DecodeKernel::ALL.iter().all(|k| k.supports(128, 2, 8)));
+    }
+}

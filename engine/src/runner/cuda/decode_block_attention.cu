@@ -1,0 +1,268 @@
+// Decode attention with a thread block per (decode sequence, KV head, split) (appended after
+// decode_attention.cu, whose partial-output layout and attn_combine it shares).
+//
+// Why: one warp per unit (attn_decode) leaves a batch of 64 with 512 warps unless it splits
+// every sequence, and each split costs a partial write plus the attn_combine launch. Here the
+// WARPS warps of a block share the split's keys, in interleaved chunks of DB_CHUNK keys, and
+// meet in shared memory, so batches of 64 and more need no split and no combine.
+//
+// Lanes: a key row of HEAD_DIM bf16 is read by DB_LPK lanes, 8 elements (16 bytes) each, so a
+// warp reads DB_KPW rows per load and has DB_U loads of K and of V in flight per lane. Each
+// lane keeps its own online softmax over the keys of its lane group; groups merge by shuffles,
+// warps in shared memory. nsplit == 1 writes the output; nsplit > 1 writes partials (max, sum,
+// unnormalised output) for attn_combine, in attn_decode's layout.
+
+#if HEAD_DIM <= 32
+#define DB_LPK 4
+#elif HEAD_DIM <= 64
+#define DB_LPK 8
+#elif HEAD_DIM <= 128
+#define DB_LPK 16
+#else
+#define DB_LPK 32
+#endif
+#define DB_KPW (32 / DB_LPK)
+
+__device__ __forceinline__ void bf16x8_to_float(const uint4& u, float* f) {
+    const u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 a = __bfloat1622float2(*reinterpret_cast<const bf162*>(&w[e]));
+        f[2 * e] = a.x;
+        f[2 * e + 1] = a.y;
+    }
+}
+
+// Whether the partial outputs of WARPS key-sharing warps fit in 48 KB of static shared memory;
+// the runner (DecodeKernel::supports) uses these kernels only then, and they trap otherwise.
+#define DB_FITS(WARPS) ((WARPS) * GQA_GROUP * (HEAD_DIM + 2) * 4 <= 48 * 1024)
+
+// Loads the K and V rows of keys base + u * DB_KPW + part (u < U) of KV head kvh; zeros at or
+// past `end` (zero V keeps 0 * garbage from making NaN).
+template <int U>
+__device__ __forceinline__ void db_load(uint4* kr, uint4* vr, const bf16* __restrict__ k_cache,
+                                        const bf16* __restrict__ v_cache, const int* __restrict__ bt, int block_size,
+                                        bool one_block, int kvh, int part, int dim0, bool has_dims, int base, int end) {
+    const long long slot0 =
+        one_block && base < end ? (long long)bt[base / block_size] * block_size + base % block_size : 0;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int key = base + u * DB_KPW + part;
+        kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+        if (key < end && has_dims) {
+            const long long slot = one_block ? slot0 + u * DB_KPW + part
+                                             : (long long)bt[key / block_size] * block_size + key % block_size;
+            const long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
+            kr[u] = __ldg(reinterpret_cast<const uint4*>(k_cache + off));
+            vr[u] = __ldg(reinterpret_cast<const uint4*>(v_cache + off));
+        }
+    }
+}
+
+// HEADS: a block per (sequence, split) whose warp w takes KV head w over all of the split's
+// keys (the block reads whole slot rows of the cache at once). Otherwise a block per (sequence,
+// KV head, split) whose WARPS warps share the keys. (Loading the next chunk into registers, or
+// into L2, before the current chunk's math, and capping registers for more warps per SM, were
+// measured slower on the H200: results/h200/NOTES.md.)
+template <int WARPS, int U, bool HEADS>
+__device__ __forceinline__ void attn_decode_block_impl(
+    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
+    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
+    PDL_ENTER();
+    constexpr int CHUNK = DB_KPW * U;  // keys one warp takes per iteration
+    constexpr int SHARERS = HEADS ? 1 : WARPS;  // warps that share one unit's keys
+    __shared__ float sm_ml[SHARERS][GQA_GROUP][2];
+    __shared__ float sm_o[SHARERS][GQA_GROUP][HEAD_DIM];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int part = lane / DB_LPK, sub = lane % DB_LPK, dim0 = sub * 8;
+    const bool has_dims = dim0 < HEAD_DIM;  // lanes past the row (head_dim not a power of two) idle
+    const int unit = blockIdx.x;
+    const int z = unit % nsplit;
+    const int kvh = HEADS ? warp : (unit / nsplit) % NUM_KV_HEADS;
+    const int i = HEADS ? unit / nsplit : unit / (nsplit * NUM_KV_HEADS);
+    const int wk = HEADS ? 0 : warp;  // this warp's place among the sharers
+    const int seq = dec_seqs[i];
+    const int row = q_start[seq];
+    const int L = ctx_len[seq];
+    const int* bt = block_tables + (long long)seq * hdr[0];
+    int per = (L + nsplit - 1) / nsplit;
+    per = (per + CHUNK - 1) / CHUNK * CHUNK;
+    const int kb = z * per;
+    const int ke = kb + per < L ? kb + per : L;
+    // Chunks start at multiples of CHUNK, so when block_size is one too a chunk lies in one KV
+    // block: one table lookup per chunk instead of one division per key.
+    const bool one_block = (block_size % CHUNK) == 0;
+
+    float q[GQA_GROUP][8];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        const uint4 u = has_dims ? *reinterpret_cast<const uint4*>(qkv + (long long)row * QKV_DIM +
+                                                                   (kvh * GQA_GROUP + j) * HEAD_DIM + dim0)
+                                 : make_uint4(0, 0, 0, 0);
+        bf16x8_to_float(u, q[j]);
+#pragma unroll
+        for (int e = 0; e < 8; e++) q[j][e] *= scale_log2;
+    }
+    float m[GQA_GROUP], l[GQA_GROUP], acc[GQA_GROUP][8];
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        m[j] = NEG_BIG;
+        l[j] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[j][e] = 0.0f;
+    }
+    for (int base = kb + wk * CHUNK; base < ke; base += SHARERS * CHUNK) {
+        uint4 kr[U], vr[U];
+        db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, ke);
+#pragma unroll
+        for (int j = 0; j < GQA_GROUP; j++) {
+            float sc[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float kf[8];
+                bf16x8_to_float(kr[u], kf);
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < 8; e++) d += q[j][e] * kf[e];
+                sc[u] = d;
+            }
+#pragma unroll
+            for (int o = DB_LPK / 2; o > 0; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < U; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+            }
+            float mx = m[j];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                if (base + u * DB_KPW + part >= ke) sc[u] = -INFINITY;
+                mx = fmaxf(mx, sc[u]);
+            }
+            const float c = exp2f(m[j] - mx);
+            m[j] = mx;
+            l[j] *= c;
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[j][e] *= c;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const float p = exp2f(sc[u] - mx);
+                l[j] += p;
+                float vf[8];
+                bf16x8_to_float(vr[u], vf);
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[j][e] += p * vf[e];
+            }
+        }
+    }
+    // Lane groups of a warp (same dims, different keys) merge by shuffles.
+#pragma unroll
+    for (int o = DB_LPK; o < 32; o <<= 1) {
+#pragma unroll
+        for (int j = 0; j < GQA_GROUP; j++) {
+            const float m2 = __shfl_xor_sync(0xffffffffu, m[j], o);
+            const float l2 = __shfl_xor_sync(0xffffffffu, l[j], o);
+            const float mx = fmaxf(m[j], m2);
+            const float a = exp2f(m[j] - mx), b = exp2f(m2 - mx);
+            m[j] = mx;
+            l[j] = l[j] * a + l2 * b;
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[j][e] = acc[j][e] * a + __shfl_xor_sync(0xffffffffu, acc[j][e], o) * b;
+        }
+    }
+    if (HEADS) {
+        if (part == 0 && has_dims) {
+#pragma unroll
+            for (int j = 0; j < GQA_GROUP; j++) {
+                const int h = kvh * GQA_GROUP + j;
+                if (nsplit == 1) {
+                    const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        out[(long long)row * Q_DIM + h * HEAD_DIM + dim0 + e] = __float2bfloat16(acc[j][e] * inv);
+                } else {
+                    const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+#pragma unroll
+                    for (int e = 0; e < 8; e++) part_o[b * HEAD_DIM + dim0 + e] = acc[j][e];
+                    if (lane == 0) {
+                        part_ml[b * 2] = m[j];
+                        part_ml[b * 2 + 1] = l[j];
+                    }
+                }
+            }
+        }
+        return;
+    }
+    if (part == 0) {
+#pragma unroll
+        for (int j = 0; j < GQA_GROUP; j++) {
+            if (has_dims) {
+#pragma unroll
+                for (int e = 0; e < 8; e++) sm_o[warp][j][dim0 + e] = acc[j][e];
+            }
+            if (lane == 0) {
+                sm_ml[warp][j][0] = m[j];
+                sm_ml[warp][j][1] = l[j];
+            }
+        }
+    }
+    __syncthreads();
+    // Warps merge in shared memory: one thread per (query head of the group, dimension).
+    for (int idx = threadIdx.x; idx < GQA_GROUP * HEAD_DIM; idx += SHARERS * 32) {
+        const int j = idx / HEAD_DIM, d = idx % HEAD_DIM;
+        float M = NEG_BIG;
+#pragma unroll
+        for (int w = 0; w < SHARERS; w++) M = fmaxf(M, sm_ml[w][j][0]);
+        float Ls = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int w = 0; w < SHARERS; w++) {
+            const float s = exp2f(sm_ml[w][j][0] - M);
+            Ls += sm_ml[w][j][1] * s;
+            O += sm_o[w][j][d] * s;
+        }
+        const int h = kvh * GQA_GROUP + j;
+        if (nsplit == 1) {
+            out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? O / Ls : 0.0f);
+        } else {
+            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+            part_o[b * HEAD_DIM + d] = O;
+            if (d == 0) {
+                part_ml[b * 2] = M;
+                part_ml[b * 2 + 1] = Ls;
+            }
+        }
+    }
+}
+
+template <int WARPS, int U, bool HEADS>
+__device__ __forceinline__ void attn_decode_block_body(
+    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
+    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
+    if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32) {
+        attn_decode_block_impl<WARPS, U, HEADS>(qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len,
+                                                    block_tables, hdr, block_size, scale_log2, part_o, part_ml,
+                                                    nsplit);
+    } else {
+        __trap();
+    }
+}
+
+// Grid: one block per unit, split fastest: n_dec * NUM_KV_HEADS * nsplit blocks of WARPS warps,
+// or with HEADS n_dec * nsplit blocks of NUM_KV_HEADS warps.
+#define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS)                                                             \
+    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(                                        \
+        const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \
+        bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,          \
+        const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr, \
+        int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml,          \
+        int nsplit, int n_units) {                                                                          \
+        if ((int)blockIdx.x >= n_units) return;                                                             \
+        attn_decode_block_body<WARPS, U, HEADS>(qkv, k_cache, v_cache, out, dec_seqs, q_start,          \
+                                                    ctx_len, block_tables, hdr, block_size, scale_log2,     \
+                                                    part_o, part_ml, nsplit);                               \
+    }
+DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false)
+DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false)
+DECODE_BLOCK_ENTRY(attn_decode_heads_u4, NUM_KV_HEADS, 4, true)

@@ -1,0 +1,195 @@
+// Decode-GEMM microbenchmark for the H200 (built there with nvcc; the engine compiles the same
+// kernel sources with NVRTC). Times Qwen3-0.6B's GEMMs for decode batch sizes, 28 calls with
+// their own weights (the LM head's one is shared: 311 MB is far past L2) in one CUDA graph:
+// cublasGemmEx as the engine calls it, every algorithm cuBLASLt's heuristic offers, and the
+// skinny kernel with and without programmatic dependent launch. Custom results are checked
+// against cublasGemmEx (max |difference| / max |reference|).
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I engine/src/runner/cuda scripts/gemm_bench.cu \
+//        -lcublas -lcublasLt -o gemm_bench && ./gemm_bench > gemm_bench.csv
+#define HEAD_DIM 128
+#define NUM_Q_HEADS 16
+#define NUM_KV_HEADS 8
+#include "kernels.cu"
+#include "attention.cu"
+#include "skinny_gemm.cu"
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e = (x);                                                                   \
+        if (e != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));         \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+struct Shape {
+    const char* name;
+    int n, k;
+};
+static const Shape SHAPES[] = {
+    {"qkv", 4096, 1024}, {"o", 1024, 2048}, {"gate_up", 6144, 1024}, {"down", 1024, 3072}, {"lm_head", 151936, 1024}};
+static const int NSHAPES = 5, LAYERS = 28;
+static const size_t WS_BYTES = 32 << 20;
+
+__global__ void fill(bf16* p, size_t n, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 13;
+        h *= 0x5bd1e995u;
+        h ^= h >> 15;
+        p[i] = __float2bfloat16(((h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
+    }
+}
+
+static void skinny(cudaStream_t st, const bf16* x, const bf16* w, bf16* y, int m, int n, int k, bool pdl) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(n / 8);
+    cfg.blockDim = dim3(256);
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    void (*f[4])(const bf16*, const bf16*, void*, int, int, int, int) = {skinny_gemm_1, skinny_gemm_2, skinny_gemm_3,
+                                                                         skinny_gemm_4};
+    CK(cudaLaunchKernelEx(&cfg, f[(m + 15) / 16 - 1], x, w, (void*)y, m, n, k, 0));
+}
+
+// Median microseconds per call of `call(layer)` over 28 layers in one graph.
+static double time_graph(cudaStream_t st, const std::function<void(int)>& call) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < LAYERS; l++) call(l);
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    std::vector<float> ts;
+    for (int r = 0; r < 25; r++) {
+        cudaEventRecord(e0, st);
+        cudaGraphLaunch(ge, st);
+        cudaEventRecord(e1, st);
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r >= 5) ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return ts[ts.size() / 2] * 1000.0 / LAYERS;
+}
+
+static double max_rel_diff(const bf16* a_d, const bf16* b_d, size_t n) {
+    std::vector<bf16> a(n), b(n);
+    CK(cudaMemcpy(a.data(), a_d, n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b.data(), b_d, n * 2, cudaMemcpyDeviceToHost));
+    double err = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        err = std::max(err, (double)fabsf(__bfloat162float(a[i]) - __bfloat162float(b[i])));
+        mx = std::max(mx, (double)fabsf(__bfloat162float(b[i])));
+    }
+    return err / (mx + 1e-30);
+}
+
+int main() {
+    cublasHandle_t h;
+    cublasCreate(&h);
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cublasSetStream(h, st);
+    void* ws;
+    CK(cudaMalloc(&ws, WS_BYTES));
+    cublasSetWorkspace(h, ws, WS_BYTES);
+    std::vector<bf16*> wts(LAYERS * NSHAPES);
+    for (int l = 0; l < LAYERS; l++)
+        for (int s = 0; s < NSHAPES; s++) {
+            size_t n = (size_t)SHAPES[s].n * SHAPES[s].k;
+            if (s == 4 && l > 0) {
+                wts[l * NSHAPES + s] = wts[s];
+                continue;
+            }
+            CK(cudaMalloc(&wts[l * NSHAPES + s], n * 2));
+            fill<<<1024, 256>>>(wts[l * NSHAPES + s], n, l * NSHAPES + s + 1);
+        }
+    bf16 *x, *y, *yref;
+    CK(cudaMalloc(&x, 64 * 3072 * 2));
+    CK(cudaMalloc(&y, 64 * 151936 * 2));
+    CK(cudaMalloc(&yref, 64 * 151936 * 2));
+    fill<<<1024, 256>>>(x, 64 * 3072, 7);
+    CK(cudaDeviceSynchronize());
+    const float alpha = 1.f, beta = 0.f;
+    printf("m,shape,impl,variant,us_per_gemm,gb_s,max_rel_diff\n");
+    for (int m : {1, 8, 16, 24, 32, 48, 64}) {
+        for (int s = 0; s < NSHAPES; s++) {
+            const Shape& sh = SHAPES[s];
+            const double bytes = (double)sh.n * sh.k * 2;
+            auto row = [&](const char* impl, const char* variant, double us, double diff) {
+                printf("%d,%s,%s,%s,%.2f,%.0f,%.2e\n", m, sh.name, impl, variant, us, bytes / (us * 1e-6) / 1e9, diff);
+            };
+            auto gemm_ex = [&](int l, bf16* out) {
+                cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, sh.n, m, sh.k, &alpha, wts[l * NSHAPES + s], CUDA_R_16BF, sh.k,
+                             x, CUDA_R_16BF, sh.k, &beta, out, CUDA_R_16BF, sh.n, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT);
+            };
+            gemm_ex(0, yref);
+            row("cublas", "gemm_ex", time_graph(st, [&](int l) { gemm_ex(l, y); }), 0.0);
+
+            // cuBLASLt: Y^T (n x m) = W (n x k, stored k x n column-major, transposed) * X^T (k x m).
+            cublasLtMatmulDesc_t op;
+            cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+            cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+            cublasLtMatrixLayout_t la, lb, lc;
+            cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, sh.k, sh.n, sh.k);
+            cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, sh.k, m, sh.k);
+            cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, sh.n, m, sh.n);
+            cublasLtMatmulPreference_t pref;
+            cublasLtMatmulPreferenceCreate(&pref);
+            size_t wsz = WS_BYTES;
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof(wsz));
+            cublasLtMatmulHeuristicResult_t res[16];
+            int nres = 0;
+            cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, res, &nres);
+            for (int a = 0; a < nres; a++) {
+                auto lt_call = [&](int l, bf16* out) {
+                    cublasLtMatmul(lt, op, &alpha, wts[l * NSHAPES + s], la, x, lb, &beta, out, lc, out, lc, &res[a].algo,
+                                   ws, WS_BYTES, st);
+                };
+                lt_call(0, y);
+                CK(cudaStreamSynchronize(st));
+                double diff = max_rel_diff(y, yref, (size_t)m * sh.n);
+                char v[16];
+                snprintf(v, sizeof v, "algo%d", a);
+                row("cublaslt", v, time_graph(st, [&](int l) { lt_call(l, y); }), diff);
+            }
+            cublasLtMatmulPreferenceDestroy(pref);
+            cublasLtMatrixLayoutDestroy(la);
+            cublasLtMatrixLayoutDestroy(lb);
+            cublasLtMatrixLayoutDestroy(lc);
+            cublasLtMatmulDescDestroy(op);
+
+            for (int pdl = 0; pdl < 2; pdl++) {
+                skinny(st, x, wts[s], y, m, sh.n, sh.k, pdl);
+                CK(cudaStreamSynchronize(st));
+                double diff = max_rel_diff(y, yref, (size_t)m * sh.n);
+                double us = time_graph(st, [&](int l) { skinny(st, x, wts[l * NSHAPES + s], y, m, sh.n, sh.k, pdl); });
+                row("skinny", pdl ? "pdl" : "plain", us, diff);
+            }
+        }
+    }
+    return 0;
+}
