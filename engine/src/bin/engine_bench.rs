@@ -170,8 +170,9 @@ fn tune(
 }
 
 /// Step time with kernel groups left out (outputs are wrong; differences are
-/// what each group costs), with cuBLAS for every GEMM, and without
-/// programmatic dependent launches.
+/// what each group costs), with cuBLAS for every GEMM, without programmatic
+/// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
+/// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
 fn profile(
     r: &mut CudaRunner,
     vocab: usize,
@@ -183,10 +184,11 @@ fn profile(
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
     }
     let default = true;
-    let masks: [(&str, u32, bool); 9] = [
+    let masks: [(&str, u32, bool); 10] = [
         ("full", 0, default),
         ("full_cublas", 0, false),
         ("full_no_pdl", 0, default),
+        ("full_unfused_rope", 0, default),
         ("no_gemm", SKIP_GEMM, default),
         ("no_attention", SKIP_ATTENTION, default),
         ("no_elementwise", SKIP_ELEMENTWISE, default),
@@ -215,6 +217,7 @@ fn profile(
             r.set_use_skinny_gemm(skinny);
             r.set_profile_skip(mask);
             r.set_use_pdl(variant != "full_no_pdl");
+            r.set_fuse_rope(variant != "full_unfused_rope");
             let s = match case {
                 "decode1" => decode(r, 1, vocab, budget),
                 "decode16" => decode(r, 16, vocab, budget),
@@ -235,6 +238,7 @@ fn profile(
     r.set_profile_skip(0);
     r.set_use_skinny_gemm(true);
     r.set_use_pdl(true);
+    r.set_fuse_rope(true);
     std::fs::write(out.join("profile.csv"), csv)?;
     Ok(())
 }

@@ -89,6 +89,22 @@ impl DecodeKernel {
         }
     }
 
+    /// Whether the kernel can also do q/k-norm + RoPE + the KV-cache write of
+    /// the new tokens (block kernels, head_dim a power of two: `ROPE` in
+    /// decode_block_attention.cu).
+    pub fn fuses_rope(self, head_dim: usize) -> bool {
+        self.layout() != Layout::WarpPerUnit && head_dim.is_power_of_two()
+    }
+
+    fn rope_function(self, k: &Kernels) -> Option<&CudaFunction> {
+        match self {
+            DecodeKernel::Prefetch8 => None,
+            DecodeKernel::BlockW4U4 => Some(&k.attn_decode_block_w4u4_rope),
+            DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
+            DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
+        }
+    }
+
     fn function(self, k: &Kernels) -> &CudaFunction {
         match self {
             DecodeKernel::Prefetch8 => &k.attn_decode,
@@ -121,6 +137,21 @@ pub(crate) struct DecodeArgs {
     pub nsplit: usize,
     /// Launch as programmatic dependent launches ([`launch_ex`]).
     pub pdl: bool,
+    /// Do q/k-norm + RoPE + the cache write of the new tokens too (decode-only
+    /// steps; the kernel must [`DecodeKernel::fuses_rope`]).
+    pub rope: Option<RopeArgs>,
+}
+
+/// The inputs of `qk_norm_rope_cache` that a fused decode kernel takes.
+pub(crate) struct RopeArgs {
+    pub q_norm: u64,
+    pub k_norm: u64,
+    pub cos: u64,
+    pub sin: u64,
+    /// Offset of the KV slots in the step metadata.
+    pub slots: usize,
+    pub max_pos: usize,
+    pub eps: f32,
 }
 
 /// Enqueues the decode attention of `a.num_decodes` sequences (and the split
@@ -141,35 +172,53 @@ pub(crate) fn enqueue_decode_attention(
         Layout::BlockPerUnit(w) => (units, 32 * w),
         Layout::BlockPerSplit => (a.num_decodes * a.nsplit, 32 * a.num_kv_heads),
     };
+    let mut args = vec![
+        Arg::Ptr(a.qkv),
+        Arg::Ptr(a.k_cache),
+        Arg::Ptr(a.v_cache),
+        Arg::Ptr(a.out),
+        m(a.dec_seqs),
+        m(a.q_start),
+        m(a.ctx_len),
+        m(a.block_tables),
+        m(0),
+        Arg::I32(a.block_size as i32),
+        Arg::F32(a.scale_log2),
+        Arg::Ptr(a.part_o),
+        Arg::Ptr(a.part_ml),
+        Arg::I32(a.nsplit as i32),
+        // Units for the warp kernel, blocks for the others.
+        Arg::I32(if kernel.layout() == Layout::WarpPerUnit {
+            units
+        } else {
+            blocks
+        } as i32),
+    ];
+    let f = match &a.rope {
+        None => kernel.function(k),
+        Some(r) => {
+            args.extend([
+                Arg::Ptr(r.q_norm),
+                Arg::Ptr(r.k_norm),
+                Arg::Ptr(r.cos),
+                Arg::Ptr(r.sin),
+                m(r.slots),
+                Arg::I32(r.max_pos as i32),
+                Arg::F32(r.eps),
+            ]);
+            kernel.rope_function(k).ok_or_else(|| {
+                RunnerError::Model(format!("decode kernel {kernel:?} does not fuse RoPE"))
+            })?
+        }
+    };
     launch_ex(
         stream,
-        kernel.function(k),
+        f,
         "attn_decode",
         (blocks as u32, 1, 1),
         threads as u32,
         0,
-        &[
-            Arg::Ptr(a.qkv),
-            Arg::Ptr(a.k_cache),
-            Arg::Ptr(a.v_cache),
-            Arg::Ptr(a.out),
-            m(a.dec_seqs),
-            m(a.q_start),
-            m(a.ctx_len),
-            m(a.block_tables),
-            m(0),
-            Arg::I32(a.block_size as i32),
-            Arg::F32(a.scale_log2),
-            Arg::Ptr(a.part_o),
-            Arg::Ptr(a.part_ml),
-            Arg::I32(a.nsplit as i32),
-            // Units for the warp kernel, blocks for the others.
-            Arg::I32(if kernel.layout() == Layout::WarpPerUnit {
-                units
-            } else {
-                blocks
-            } as i32),
-        ],
+        &args,
         a.pdl,
     )?;
     if a.nsplit == 1 {
@@ -201,12 +250,24 @@ mod tests {
     #[test]
     fn the_batch_size_picks_the_kernel_and_unsupported_shapes_fall_back() {
         // Qwen3-0.6B: head_dim 128, 16 query heads over 8 KV heads.
-        assert_eq!(DecodeKernel::for_batch(1, 128, 2, 8), DecodeKernel::BlockW8U4);
-        assert_eq!(DecodeKernel::for_batch(64, 128, 2, 8), DecodeKernel::BlockW4U4);
-        assert_eq!(DecodeKernel::for_batch(256, 128, 2, 8), DecodeKernel::HeadsU4);
+        assert_eq!(
+            DecodeKernel::for_batch(1, 128, 2, 8),
+            DecodeKernel::BlockW8U4
+        );
+        assert_eq!(
+            DecodeKernel::for_batch(64, 128, 2, 8),
+            DecodeKernel::BlockW4U4
+        );
+        assert_eq!(
+            DecodeKernel::for_batch(256, 128, 2, 8),
+            DecodeKernel::HeadsU4
+        );
         // 8 warps x 64 query heads per KV head x 258 x 4 B is past 48 KB of shared memory.
         assert!(!DecodeKernel::BlockW8U4.supports(256, 64, 1));
-        assert_eq!(DecodeKernel::for_batch(1, 256, 64, 1), DecodeKernel::Prefetch8);
+        assert_eq!(
+            DecodeKernel::for_batch(1, 256, 64, 1),
+            DecodeKernel::Prefetch8
+        );
         // 33 KV heads would need 33 warps in one block.
         assert!(!DecodeKernel::HeadsU4.supports(128, 1, 33));
         assert!(DecodeKernel::ALL.iter().all(|k| k.supports(128, 2, 8)));

@@ -59,17 +59,62 @@ __device__ __forceinline__ void db_load(uint4* kr, uint4* vr, const bf16* __rest
     }
 }
 
+// q/k-norm + RoPE of one head row held 8 elements per lane (dims dim0 .. dim0 + 8 of a lane
+// group of DB_LPK lanes), as qk_norm_rope_cache does it: RMSNorm over the head, times the norm
+// weight, rounded to bf16; then rotate-half RoPE at `pos`, rounded to bf16. Needs HEAD_DIM ==
+// 8 * DB_LPK (a power of two), so that the partner half of every element sits DB_LPK / 2 lanes
+// away. Every lane of the warp must call it (shuffles).
+struct RopeIn {
+    const bf16* q_norm;
+    const bf16* k_norm;
+    const float* cos_t;
+    const float* sin_t;
+    const int* slots;
+    int max_pos;
+    float eps;
+};
+
+__device__ __forceinline__ void db_norm_rope(float* x, const bf16* __restrict__ w, const RopeIn& r, int pos,
+                                             int dim0, int lane) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) ss += x[e] * x[e];
+#pragma unroll
+    for (int o = DB_LPK / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss / (float)HEAD_DIM + r.eps);
+    float xn[8], other[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) xn[e] = __bfloat162float(__float2bfloat16(x[e] * inv * __bfloat162float(w[dim0 + e])));
+#pragma unroll
+    for (int e = 0; e < 8; e++) other[e] = __shfl_xor_sync(0xffffffffu, xn[e], DB_LPK / 2);
+    constexpr int half = HEAD_DIM / 2;
+    const bool first = dim0 < half;
+    const int d0 = first ? dim0 : dim0 - half;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const float c = r.cos_t[(long long)pos * half + d0 + e], s = r.sin_t[(long long)pos * half + d0 + e];
+        const float y = first ? xn[e] * c - other[e] * s : xn[e] * c + other[e] * s;
+        x[e] = __bfloat162float(__float2bfloat16(y));
+    }
+}
+
 // HEADS: a block per (sequence, split) whose warp w takes KV head w over all of the split's
 // keys (the block reads whole slot rows of the cache at once). Otherwise a block per (sequence,
 // KV head, split) whose WARPS warps share the keys. (Loading the next chunk into registers, or
 // into L2, before the current chunk's math, and capping registers for more warps per SM, were
 // measured slower on the H200: results/h200/NOTES.md.)
-template <int WARPS, int U, bool HEADS>
+// ROPE: q/k-norm + RoPE + the KV-cache write of the new token are done here (decode-only steps,
+// where qk_norm_rope_cache is then not launched): every block normalises and rotates its query
+// heads; the block whose split holds the new key (position L - 1) rotates it, writes K and V to
+// the cache slot, and folds the key in from registers (its cache loop stops before it, since
+// this kernel's own writes are not visible to its read-only loads).
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_impl(
-    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
+    bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
     const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
+    const RopeIn& rope) {
     PDL_ENTER();
     constexpr int CHUNK = DB_KPW * U;  // keys one warp takes per iteration
     constexpr int SHARERS = HEADS ? 1 : WARPS;  // warps that share one unit's keys
@@ -95,6 +140,12 @@ __device__ __forceinline__ void attn_decode_block_impl(
     // block: one table lookup per chunk instead of one division per key.
     const bool one_block = (block_size % CHUNK) == 0;
 
+    // The new key (position L - 1) belongs to exactly one split; with ROPE that split's block
+    // takes it from registers, so its cache loop ends before it.
+    const bool owns_new = ROPE && L > 0 && kb <= L - 1 && L - 1 < kb + per;
+    const int kend = owns_new ? L - 1 : ke;
+    const int pos = ROPE ? min(max(L - 1, 0), rope.max_pos - 1) : 0;
+
     float q[GQA_GROUP][8];
 #pragma unroll
     for (int j = 0; j < GQA_GROUP; j++) {
@@ -102,6 +153,7 @@ __device__ __forceinline__ void attn_decode_block_impl(
                                                                    (kvh * GQA_GROUP + j) * HEAD_DIM + dim0)
                                  : make_uint4(0, 0, 0, 0);
         bf16x8_to_float(u, q[j]);
+        if (ROPE) db_norm_rope(q[j], rope.q_norm, rope, pos, dim0, lane);
 #pragma unroll
         for (int e = 0; e < 8; e++) q[j][e] *= scale_log2;
     }
@@ -113,9 +165,44 @@ __device__ __forceinline__ void attn_decode_block_impl(
 #pragma unroll
         for (int e = 0; e < 8; e++) acc[j][e] = 0.0f;
     }
-    for (int base = kb + wk * CHUNK; base < ke; base += SHARERS * CHUNK) {
+    if (owns_new && wk == 0) {  // warp-uniform: the first sharing warp (every warp with HEADS)
+        const bf16* kv_row = qkv + (long long)row * QKV_DIM + (NUM_Q_HEADS + kvh) * HEAD_DIM + dim0;
+        float kx[8];
+        bf16x8_to_float(*reinterpret_cast<const uint4*>(kv_row), kx);
+        db_norm_rope(kx, rope.k_norm, rope, pos, dim0, lane);
+        const uint4 vraw = *reinterpret_cast<const uint4*>(kv_row + NUM_KV_HEADS * HEAD_DIM);
+        const int slot = rope.slots[row];
+        if (part == 0 && slot >= 0) {
+            u32 kb16[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                bf162 p2 = __floats2bfloat162_rn(kx[2 * e], kx[2 * e + 1]);
+                kb16[e] = *reinterpret_cast<u32*>(&p2);
+            }
+            const long long off = ((long long)slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
+            *reinterpret_cast<uint4*>(k_cache + off) = make_uint4(kb16[0], kb16[1], kb16[2], kb16[3]);
+            *reinterpret_cast<uint4*>(v_cache + off) = vraw;
+        }
+        float vf[8];
+        bf16x8_to_float(vraw, vf);
+#pragma unroll
+        for (int j = 0; j < GQA_GROUP; j++) {
+            float d = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) d += q[j][e] * kx[e];
+#pragma unroll
+            for (int o = DB_LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+            if (part == 0) {  // one lane group holds the key; the others start empty
+                m[j] = d;
+                l[j] = 1.0f;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[j][e] = vf[e];
+            }
+        }
+    }
+    for (int base = kb + wk * CHUNK; base < kend; base += SHARERS * CHUNK) {
         uint4 kr[U], vr[U];
-        db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, ke);
+        db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, kend);
 #pragma unroll
         for (int j = 0; j < GQA_GROUP; j++) {
             float sc[U];
@@ -136,7 +223,7 @@ __device__ __forceinline__ void attn_decode_block_impl(
             float mx = m[j];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                if (base + u * DB_KPW + part >= ke) sc[u] = -INFINITY;
+                if (base + u * DB_KPW + part >= kend) sc[u] = -INFINITY;
                 mx = fmaxf(mx, sc[u]);
             }
             const float c = exp2f(m[j] - mx);
@@ -234,34 +321,45 @@ __device__ __forceinline__ void attn_decode_block_impl(
     }
 }
 
-template <int WARPS, int U, bool HEADS>
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_body(
-    const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
-    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
-    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit) {
-    if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32) {
-        attn_decode_block_impl<WARPS, U, HEADS>(qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len,
-                                                    block_tables, hdr, block_size, scale_log2, part_o, part_ml,
-                                                    nsplit);
+    bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
+    const int* __restrict__ dec_seqs, const int* __restrict__ q_start, const int* __restrict__ ctx_len,
+    const int* __restrict__ block_tables, const int* __restrict__ hdr, int block_size, float scale_log2,
+    float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit, const RopeIn& rope) {
+    if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32 && (!ROPE || HEAD_DIM == 8 * DB_LPK)) {
+        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len,
+                                                      block_tables, hdr, block_size, scale_log2, part_o, part_ml,
+                                                      nsplit, rope);
     } else {
         __trap();
     }
 }
 
 // Grid: one block per unit, split fastest: n_dec * NUM_KV_HEADS * nsplit blocks of WARPS warps,
-// or with HEADS n_dec * nsplit blocks of NUM_KV_HEADS warps.
+// or with HEADS n_dec * nsplit blocks of NUM_KV_HEADS warps. The _rope entries take the
+// q/k-norm + RoPE inputs of qk_norm_rope_cache as well.
+#define DECODE_BLOCK_PARAMS                                                                                   \
+    bf16 *__restrict__ qkv, bf16 *__restrict__ k_cache, bf16 *__restrict__ v_cache, bf16 *__restrict__ out,  \
+        const int *__restrict__ dec_seqs, const int *__restrict__ q_start, const int *__restrict__ ctx_len, \
+        const int *__restrict__ block_tables, const int *__restrict__ hdr, int block_size, float scale_log2, \
+        float *__restrict__ part_o, float *__restrict__ part_ml, int nsplit, int n_units
+#define DECODE_BLOCK_ARGS                                                                                  \
+    qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len, block_tables, hdr, block_size, scale_log2, \
+        part_o, part_ml, nsplit
 #define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS)                                                             \
-    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(                                        \
-        const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \
-        bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,          \
-        const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr, \
-        int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml,          \
-        int nsplit, int n_units) {                                                                          \
+    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(DECODE_BLOCK_PARAMS) {                  \
         if ((int)blockIdx.x >= n_units) return;                                                             \
-        attn_decode_block_body<WARPS, U, HEADS>(qkv, k_cache, v_cache, out, dec_seqs, q_start,          \
-                                                    ctx_len, block_tables, hdr, block_size, scale_log2,     \
-                                                    part_o, part_ml, nsplit);                               \
+        const RopeIn none = {nullptr, nullptr, nullptr, nullptr, nullptr, 1, 0.0f};                          \
+        attn_decode_block_body<WARPS, U, HEADS, false>(DECODE_BLOCK_ARGS, none);                            \
+    }                                                                                                       \
+    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME##_rope(                                 \
+        DECODE_BLOCK_PARAMS, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,              \
+        const float* __restrict__ cos_t, const float* __restrict__ sin_t, const int* __restrict__ slots,    \
+        int max_pos, float eps) {                                                                           \
+        if ((int)blockIdx.x >= n_units) return;                                                             \
+        const RopeIn rope = {q_norm, k_norm, cos_t, sin_t, slots, max_pos, eps};                            \
+        attn_decode_block_body<WARPS, U, HEADS, true>(DECODE_BLOCK_ARGS, rope);                             \
     }
 DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false)
 DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false)

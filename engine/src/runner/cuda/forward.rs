@@ -4,7 +4,7 @@
 //! sampled rows only, LM head, argmax. Nothing here synchronizes or copies, so
 //! the same code is captured into decode graphs.
 
-use super::decode::{enqueue_decode_attention, DecodeArgs};
+use super::decode::{enqueue_decode_attention, DecodeArgs, RopeArgs};
 use super::device::{launch_ex, Arg};
 use super::gemm::OutType;
 use super::meta::StepLayout;
@@ -61,6 +61,9 @@ impl CudaRunner {
         // the H200 they save ~0.1 ms per decode step at batch 1 and cost 3-8 % in
         // prefill steps (results/h200/profile.csv).
         let pdl = self.use_pdl && lay.num_tiles == 0;
+        let fuse_rope = self.fuse_rope
+            && lay.num_tiles == 0
+            && self.decode_kernel_for(lay.num_decodes).fuses_rope(d);
 
         self.launch_in(
             pdl,
@@ -111,29 +114,41 @@ impl CudaRunner {
             )?;
             let (kc, vc) = self.kv_layer_ptrs(li);
             let items = t * (nq + nkv);
-            self.launch_in(
-                pdl,
-                SKIP_ELEMENTWISE,
-                &k.qk_norm_rope_cache,
-                "qk_norm_rope_cache",
-                (items.div_ceil(4) as u32, 1, 1),
-                128,
-                0,
-                &[
-                    Arg::Ptr(ws.qkv.ptr),
-                    Arg::Ptr(lw.q_norm.ptr),
-                    Arg::Ptr(lw.k_norm.ptr),
-                    Arg::Ptr(w.cos.ptr),
-                    Arg::Ptr(w.sin.ptr),
-                    m(lay.positions),
-                    m(lay.slots),
-                    Arg::Ptr(kc),
-                    Arg::Ptr(vc),
-                    Arg::I32(t as i32),
-                    Arg::I32(w.rope_positions as i32),
-                    Arg::F32(eps),
-                ],
-            )?;
+            // In decode-only steps the attention kernel does q/k-norm + RoPE + the cache write.
+            let rope = fuse_rope.then_some(RopeArgs {
+                q_norm: lw.q_norm.ptr,
+                k_norm: lw.k_norm.ptr,
+                cos: w.cos.ptr,
+                sin: w.sin.ptr,
+                slots: lay.slots,
+                max_pos: w.rope_positions,
+                eps,
+            });
+            if rope.is_none() {
+                self.launch_in(
+                    pdl,
+                    SKIP_ELEMENTWISE,
+                    &k.qk_norm_rope_cache,
+                    "qk_norm_rope_cache",
+                    (items.div_ceil(4) as u32, 1, 1),
+                    128,
+                    0,
+                    &[
+                        Arg::Ptr(ws.qkv.ptr),
+                        Arg::Ptr(lw.q_norm.ptr),
+                        Arg::Ptr(lw.k_norm.ptr),
+                        Arg::Ptr(w.cos.ptr),
+                        Arg::Ptr(w.sin.ptr),
+                        m(lay.positions),
+                        m(lay.slots),
+                        Arg::Ptr(kc),
+                        Arg::Ptr(vc),
+                        Arg::I32(t as i32),
+                        Arg::I32(w.rope_positions as i32),
+                        Arg::F32(eps),
+                    ],
+                )?;
+            }
             if lay.num_tiles > 0 {
                 self.launch_in(
                     pdl,
@@ -178,6 +193,7 @@ impl CudaRunner {
                     num_kv_heads: nkv,
                     nsplit,
                     pdl,
+                    rope,
                 };
                 let kernel = self.decode_kernel_for(lay.num_decodes);
                 enqueue_decode_attention(&self.stream, k, kernel, &a)?;

@@ -38,6 +38,9 @@ pub(crate) struct Kernels {
     pub attn_decode_block_w4u4: CudaFunction,
     pub attn_decode_block_w8u4: CudaFunction,
     pub attn_decode_heads_u4: CudaFunction,
+    pub attn_decode_block_w4u4_rope: CudaFunction,
+    pub attn_decode_block_w8u4_rope: CudaFunction,
+    pub attn_decode_heads_u4_rope: CudaFunction,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -137,6 +140,9 @@ impl Kernels {
             attn_decode_block_w4u4: f("attn_decode_block_w4u4")?,
             attn_decode_block_w8u4: f("attn_decode_block_w8u4")?,
             attn_decode_heads_u4: f("attn_decode_heads_u4")?,
+            attn_decode_block_w4u4_rope: f("attn_decode_block_w4u4_rope")?,
+            attn_decode_block_w8u4_rope: f("attn_decode_block_w8u4_rope")?,
+            attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
@@ -152,7 +158,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 15] = [
+        let named: [(&'static str, &CudaFunction); 18] = [
             ("embed_gather", &self.embed_gather),
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
@@ -163,6 +169,15 @@ impl Kernels {
             ("attn_decode_block_w4u4", &self.attn_decode_block_w4u4),
             ("attn_decode_block_w8u4", &self.attn_decode_block_w8u4),
             ("attn_decode_heads_u4", &self.attn_decode_heads_u4),
+            (
+                "attn_decode_block_w4u4_rope",
+                &self.attn_decode_block_w4u4_rope,
+            ),
+            (
+                "attn_decode_block_w8u4_rope",
+                &self.attn_decode_block_w8u4_rope,
+            ),
+            ("attn_decode_heads_u4_rope", &self.attn_decode_heads_u4_rope),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),

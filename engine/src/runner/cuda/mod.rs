@@ -142,6 +142,7 @@ pub struct CudaRunner {
     decode_kernel: Option<DecodeKernel>,
     decode_target_warps: usize,
     use_pdl: bool,
+    fuse_rope: bool,
 }
 
 fn workspace(
@@ -288,6 +289,7 @@ impl CudaRunner {
             decode_kernel: None,
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
+            fuse_rope: true,
         })
     }
 
@@ -350,6 +352,13 @@ impl CudaRunner {
     /// (default on; each overlaps its start with the previous kernel's end).
     pub fn set_use_pdl(&mut self, on: bool) {
         self.use_pdl = on;
+        self.graphs.clear();
+    }
+
+    /// In decode-only steps, let the attention kernel do q/k-norm + RoPE + the
+    /// KV-cache write (default on; off runs `qk_norm_rope_cache` first).
+    pub fn set_fuse_rope(&mut self, on: bool) {
+        self.fuse_rope = on;
         self.graphs.clear();
     }
 

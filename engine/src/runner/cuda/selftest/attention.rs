@@ -119,6 +119,7 @@ pub(super) fn check_attention(
         num_kv_heads: nkv,
         nsplit,
         pdl: false,
+        rope: None,
     };
     enqueue_decode_attention(&c.stream, &c.k, kernel, &a)?;
     let got = c.down_bf16(&od, t * nq * d)?;

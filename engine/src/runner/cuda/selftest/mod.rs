@@ -15,9 +15,11 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 mod attention;
+mod fused_rope;
 mod gemm;
 mod rope;
 use attention::check_attention;
+use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_skinny};
 use rope::check_rope;
 
@@ -133,7 +135,7 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 13] = [
+    let checks: [(&str, Check); 16] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -157,6 +159,15 @@ pub fn kernel_self_test(
         }),
         ("attn_prefill+decode_heads_u4(nsplit=5)", |c| {
             check_attention(c, 5, DecodeKernel::HeadsU4)
+        }),
+        ("attn_decode_block_w4u4 fused rope (nsplit=1)", |c| {
+            check_fused_rope(c, 1, DecodeKernel::BlockW4U4)
+        }),
+        ("attn_decode_block_w8u4 fused rope (nsplit=3)", |c| {
+            check_fused_rope(c, 3, DecodeKernel::BlockW8U4)
+        }),
+        ("attn_decode_heads_u4 fused rope (nsplit=4)", |c| {
+            check_fused_rope(c, 4, DecodeKernel::HeadsU4)
         }),
         ("embed_gather", check_embed),
     ];
