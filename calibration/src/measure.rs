@@ -39,6 +39,9 @@ pub struct Grid {
     /// (prefill chunk tokens, decodes riding along) for mixed batches, at
     /// context `mixed_context`.
     pub mixed: Vec<(usize, usize)>,
+    /// (prefill chunks, tokens each, decodes riding along) for mixed batches
+    /// with several prefill chunks (fresh prompts), decodes at `mixed_context`.
+    pub multi_prefill: Vec<(usize, usize, usize)>,
     pub mixed_context: usize,
     /// Longest sequence a grid point may build.
     pub max_model_len: usize,
@@ -63,6 +66,15 @@ impl Grid {
                 (1024, 64),
                 (1984, 64),
             ],
+            multi_prefill: vec![
+                (2, 255, 2),
+                (4, 255, 4),
+                (8, 255, 8),
+                (12, 255, 4),
+                (16, 127, 16),
+                (4, 511, 0),
+                (8, 63, 32),
+            ],
             mixed_context: 600,
             max_model_len: 4096,
         }
@@ -76,6 +88,7 @@ impl Grid {
             prefill_tokens: vec![8, 16, 32, 64, 128, 256],
             prefill_cached: vec![0, 64],
             mixed: vec![(32, 1), (64, 4), (128, 2)],
+            multi_prefill: vec![(3, 31, 2)],
             mixed_context: 48,
             max_model_len,
         }
@@ -118,6 +131,15 @@ impl Grid {
                 context_before: 0,
                 samples: false,
             });
+            out.push(BatchShape { seqs });
+        }
+        for &(chunks, t, b) in &self.multi_prefill {
+            let mut seqs = vec![decode(self.mixed_context); b];
+            seqs.extend((0..chunks).map(|_| SeqShape {
+                new_tokens: t as u32,
+                context_before: 0,
+                samples: false,
+            }));
             out.push(BatchShape { seqs });
         }
         out

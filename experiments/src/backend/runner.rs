@@ -209,8 +209,8 @@ pub fn build(
     Ok(runner)
 }
 
-/// Prefills of every power-of-two size up to the largest step, alone and
-/// over a cached context, a mixed batch, then one decode-only batch of every
+/// Prefills of every power-of-two size and the midpoints between them up to
+/// the largest step, alone and over a cached context, a mixed batch, then one decode-only batch of every
 /// size up to `max_num_seqs` (each graph bucket is captured on first use).
 /// Known gap (H200, Nov 2026): the first step of each *new* prefill token
 /// count still costs extra (a 1,184-token chunk over 2,048 cached tokens:
@@ -231,12 +231,19 @@ pub fn warm_up<R: ModelRunner>(
         samples,
     };
     let mut shapes = Vec::new();
+    // Powers of two and the midpoints between them (16, 24, 32, 48, ...): GEMM
+    // libraries pick kernels by size class, and a class's first use is slow.
     let mut t = 16;
     while t < max_prefill {
-        shapes.push(vec![seq(t, 0, true)]);
-        let context = WARM_UP_CONTEXT.min(longest.saturating_sub(t));
-        if context > 0 {
-            shapes.push(vec![seq(t, context, true)]);
+        for size in [t, t + t / 2] {
+            if size >= max_prefill {
+                break;
+            }
+            shapes.push(vec![seq(size, 0, true)]);
+            let context = WARM_UP_CONTEXT.min(longest.saturating_sub(size));
+            if context > 0 {
+                shapes.push(vec![seq(size, context, true)]);
+            }
         }
         t *= 2;
     }
@@ -381,11 +388,11 @@ mod tests {
         let mut r = Counting(Vec::new());
         warm_up(&mut r, &limits).unwrap();
         // The runner must take a whole max_model_len prompt (chunking off):
-        // prefills of 16, 32, 64 tokens alone and over context, the largest
-        // (127), a mixed batch of 7 decodes + a 120-token chunk, then
-        // decode-only batches of 1..=8.
+        // prefills of 16, 24, 32, 48, 64, 96 tokens alone and over context,
+        // the largest (127), a mixed batch of 7 decodes + a 120-token chunk,
+        // then decode-only batches of 1..=8.
         let mut expected = vec![];
-        for t in [16, 32, 64] {
+        for t in [16, 24, 32, 48, 64, 96] {
             expected.extend([(1, t, 0), (1, t, 127 - t)]);
         }
         expected.extend([(1, 127, 0), (8, 127, 15)]);
