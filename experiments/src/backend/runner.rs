@@ -209,15 +209,14 @@ pub fn build(
     Ok(runner)
 }
 
-/// Prefills of every power-of-two size and the midpoints between them up to
-/// the largest step, alone and over a cached context, a mixed batch, then one decode-only batch of every
+/// Prefills of every row count class of the CUDA runner's GEMMs (16, 32, 48,
+/// 64, then multiples of 64) up to the largest step, powers of two also over
+/// a cached context, a mixed batch, then one decode-only batch of every
 /// size up to `max_num_seqs` (each graph bucket is captured on first use).
-/// Known gap (H200, Nov 2026): the first step of each *new* prefill token
-/// count still costs extra (a 1,184-token chunk over 2,048 cached tokens:
-/// 16.6 ms the first time, 8.8 ms after; not module loading, since
-/// `CUDA_MODULE_LOADING=EAGER` changes nothing), so the ladder cannot cover
-/// every size; experiments whose first measured request has a new size
-/// (prefix_cache and salt_isolation round 1) show it.
+/// Why: the first step of each new GEMM shape costs extra on the H200 (a
+/// 1,184-token chunk over 2,048 cached tokens: 16.6 ms the first time,
+/// 8.8 ms after; not module loading, since `CUDA_MODULE_LOADING=EAGER`
+/// changes nothing); the runner pads token counts into these classes.
 pub fn warm_up<R: ModelRunner>(
     runner: &mut R,
     limits: &RunnerLimits,
@@ -231,21 +230,19 @@ pub fn warm_up<R: ModelRunner>(
         samples,
     };
     let mut shapes = Vec::new();
-    // Powers of two and the midpoints between them (16, 24, 32, 48, ...): GEMM
-    // libraries pick kernels by size class, and a class's first use is slow.
+    // Every row count class the CUDA runner pads its layer GEMMs to (16, 32,
+    // 48, 64, then multiples of 64): cuBLAS picks a kernel on the host the
+    // first time it sees a shape. Powers of two also over a cached context.
     let mut t = 16;
     while t < max_prefill {
-        for size in [t, t + t / 2] {
-            if size >= max_prefill {
-                break;
-            }
-            shapes.push(vec![seq(size, 0, true)]);
-            let context = WARM_UP_CONTEXT.min(longest.saturating_sub(size));
+        shapes.push(vec![seq(t, 0, true)]);
+        if t.is_power_of_two() {
+            let context = WARM_UP_CONTEXT.min(longest.saturating_sub(t));
             if context > 0 {
-                shapes.push(vec![seq(size, context, true)]);
+                shapes.push(vec![seq(t, context, true)]);
             }
         }
-        t *= 2;
+        t += if t < 64 { 16 } else { 64 };
     }
     shapes.push(vec![seq(max_prefill, 0, true)]);
     // Context of one block less one token: each decode needs a single block.
@@ -388,12 +385,15 @@ mod tests {
         let mut r = Counting(Vec::new());
         warm_up(&mut r, &limits).unwrap();
         // The runner must take a whole max_model_len prompt (chunking off):
-        // prefills of 16, 24, 32, 48, 64, 96 tokens alone and over context,
-        // the largest (127), a mixed batch of 7 decodes + a 120-token chunk,
-        // then decode-only batches of 1..=8.
+        // prefills of 16, 32, 48 and 64 tokens (powers of two also over
+        // context), the largest (127), a mixed batch of 7 decodes + a
+        // 120-token chunk, then decode-only batches of 1..=8.
         let mut expected = vec![];
-        for t in [16, 24, 32, 48, 64, 96] {
-            expected.extend([(1, t, 0), (1, t, 127 - t)]);
+        for t in [16, 32, 48, 64] {
+            expected.push((1, t, 0));
+            if t != 48 {
+                expected.push((1, t, 127 - t));
+            }
         }
         expected.extend([(1, 127, 0), (8, 127, 15)]);
         expected.extend((1..=8).map(|b| (b, b, 15)));

@@ -103,6 +103,7 @@ impl CudaRunner {
             )?;
             self.linear(
                 pdl,
+                true,
                 ws.normed.ptr,
                 lw.qkv.ptr,
                 ws.qkv.ptr,
@@ -200,6 +201,7 @@ impl CudaRunner {
             }
             self.linear(
                 pdl,
+                true,
                 ws.attn.ptr,
                 lw.o.ptr,
                 ws.out.ptr,
@@ -230,6 +232,7 @@ impl CudaRunner {
             )?;
             self.linear(
                 pdl,
+                true,
                 ws.normed.ptr,
                 lw.gate_up.ptr,
                 ws.gate_up.ptr,
@@ -258,6 +261,7 @@ impl CudaRunner {
             )?;
             self.linear(
                 pdl,
+                true,
                 ws.act.ptr,
                 lw.down.ptr,
                 ws.out.ptr,
@@ -293,6 +297,7 @@ impl CudaRunner {
         )?;
         self.linear(
             pdl,
+            false,
             ws.final_normed.ptr,
             w.lm_head_ptr(),
             ws.logits.ptr,

@@ -158,6 +158,8 @@ fn workspace(
     let (h, i, v) = (c.hidden_size, c.intermediate_size, c.vocab_size);
     let q = c.q_size();
     let qkv = q + 2 * c.kv_size();
+    // Token rows padded as the layer GEMMs pad them (linear::padded_rows).
+    let t = linear::padded_rows(t);
     Ok(Workspace {
         resid: a(t * h * 4)?,
         normed: a(t * h * 2)?,
