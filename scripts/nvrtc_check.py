@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Compile the CUDA runner's kernels with NVRTC for sm_90, no GPU needed.
+
+Assembles the source exactly as engine/src/runner/cuda/kernels.rs does (the
+shape #defines, then the .cu files in the order of its format! string), for
+every model shape the runner is tested with, and prints NVRTC's log with
+ptxas's registers, shared memory and spills per kernel (--verbose). Exits
+non-zero when any shape fails to compile.
+
+NVRTC and the CUDA headers come from NVIDIA's pip wheels (CI pins 13.0, the
+H200 machine's CUDA):
+    python3 -m pip install "nvidia-cuda-nvrtc==13.0.*" "nvidia-cuda-runtime==13.0.*"
+    python3 scripts/nvrtc_check.py [--verbose]
+"""
+
+import argparse
+import ctypes
+import glob
+import os
+import re
+import site
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(HERE, "..", "engine", "src", "runner", "cuda")
+# (head_dim, query heads, KV heads): Qwen3-0.6B and the self-tests' shapes, plus
+# a head_dim that is not a power of two and a wide GQA group.
+SHAPES = [(128, 16, 8), (32, 4, 2), (64, 8, 8), (96, 8, 8), (256, 8, 1)]
+
+
+def find(pattern):
+    roots = [p for p in sys.path if p] + site.getsitepackages() + [site.getusersitepackages()]
+    for root in roots:
+        hits = sorted(glob.glob(os.path.join(root, pattern)))
+        if hits:
+            return hits[-1]
+    sys.exit(f"not found: {pattern} (python3 -m pip install nvidia-cuda-nvrtc nvidia-cuda-runtime)")
+
+
+def kernel_source_body():
+    rs = open(os.path.join(SRC, "kernels.rs")).read()
+    files = dict(re.findall(r'const (\w+): &str = include_str!\("([\w.]+)"\);', rs))
+    order = re.findall(r"\{(\w+_CU)\}", re.search(r'"#define HEAD_DIM[^"]*"', rs).group(0))
+    return "\n".join(open(os.path.join(SRC, files[name])).read() for name in order)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--verbose", action="store_true", help="print ptxas resource usage per kernel")
+    args = ap.parse_args()
+    # NVRTC opens its builtins library by soname at compile time; load it first
+    # so that the loader finds it without LD_LIBRARY_PATH.
+    ctypes.CDLL(find("nvidia/cu*/lib/libnvrtc-builtins.so.*[0-9]"), mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(find("nvidia/cu*/lib/libnvrtc.so.*[0-9]"))
+    include = os.path.dirname(find("nvidia/cu*/include/cuda_bf16.h"))
+    body = kernel_source_body()
+    ok = True
+    for hd, nq, nkv in SHAPES:
+        src = f"#define HEAD_DIM {hd}\n#define NUM_Q_HEADS {nq}\n#define NUM_KV_HEADS {nkv}\n{body}"
+        prog = ctypes.c_void_p()
+        lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernels.cu", 0, None, None)
+        opts = [b"--gpu-architecture=sm_90", b"--std=c++17", f"-I{include}".encode()]
+        if args.verbose:
+            opts.append(b"--ptxas-options=-v")
+        rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+        n = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+        log = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        print(f"head_dim {hd}, {nq} q heads, {nkv} kv heads: {'ok' if rc == 0 else f'FAILED (nvrtc {rc})'}")
+        text = log.value.decode(errors="replace").strip()
+        if text and (rc != 0 or args.verbose):
+            print(text)
+        ok &= rc == 0
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
