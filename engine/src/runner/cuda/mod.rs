@@ -11,9 +11,13 @@
 //! other batches run eagerly. Kernels are compiled by NVRTC at construction
 //! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
 //! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
-//! split-K decode attention, SiLU·mul, argmax. GEMMs (bf16 operands, fp32
-//! accumulation, fused QKV and gate-up weights) use a skinny tensor-core kernel
-//! up to 16 rows and cuBLAS above. The KV
+//! decode attention (a block of warps per sequence and KV head, chosen by batch
+//! size; in decode-only steps it also does the q/k-norm + RoPE + cache write),
+//! SiLU·mul, and a one-pass argmax whose results travel in the step metadata.
+//! GEMMs (bf16 operands, fp32 accumulation, fused QKV and gate-up weights) use
+//! a skinny tensor-core kernel for small products and cuBLAS otherwise, with
+//! row counts padded into few classes (linear.rs). In decode-only steps the
+//! runner's own kernels are programmatic dependent launches. The KV
 //! cache holds `num_kv_blocks()` blocks (block 0, the null block, included),
 //! either as configured or as many as `gpu_memory_utilization` leaves room for.
 //!
