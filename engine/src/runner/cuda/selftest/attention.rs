@@ -2,14 +2,12 @@
 //! a fresh prefill, decodes at long and one-token contexts) over a paged cache
 //! with shuffled blocks, packed by the runner's own metadata packer.
 
+use super::paged::{self, PagedBatch, BLOCK_SIZE, NUM_BLOCKS};
 use super::{compare, Ctx, KernelCheck};
-use crate::request::RequestId;
-use crate::runner::cuda::decode::{enqueue_decode_attention, DecodeArgs, DecodeKernel};
-use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer};
+use crate::runner::cuda::decode::DecodeKernel;
+use crate::runner::cuda::device::{launch, Arg};
 use crate::runner::cuda::kernels::KernelShape;
-use crate::runner::cuda::meta::{pack_step, BatchLimits};
-use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
-use rand::seq::SliceRandom;
+use crate::runner::RunnerError;
 
 pub(super) fn check_attention(
     c: &mut Ctx,
@@ -23,62 +21,22 @@ pub(super) fn check_attention(
     } = c.shape;
     let g = nq / nkv;
     let qkv_dim = (nq + 2 * nkv) * d;
-    let (bs, nblocks) = (16usize, 64usize);
+    let (bs, nblocks) = (BLOCK_SIZE, NUM_BLOCKS);
     // (start_pos, new tokens)
     let shapes = [(50usize, 70usize), (299, 1), (0, 5), (0, 1), (17, 33)];
-    let mut perm: Vec<u32> = (1..nblocks as u32).collect();
-    perm.shuffle(&mut c.rng);
-    let mut tables = Vec::new();
-    let mut used = 0;
-    for &(s, n) in &shapes {
-        let b = (s + n).div_ceil(bs);
-        tables.push(perm[used..used + b].to_vec());
-        used += b;
-    }
-    let t: usize = shapes.iter().map(|x| x.1).sum();
-    let toks = vec![0u32; t];
-    let mut seqs = Vec::new();
-    let mut row = 0;
-    for (i, &(s, n)) in shapes.iter().enumerate() {
-        seqs.push(ScheduledSeq {
-            request_id: RequestId(i as u64),
-            token_ids: &toks[row..row + n],
-            start_pos: s,
-            block_table: &tables[i],
-            samples: true,
-        });
-        row += n;
-    }
-    let batch = ScheduledBatch {
-        seqs,
-        block_size: bs,
-    };
-    let lim = BatchLimits {
-        block_size: bs,
-        num_blocks: nblocks,
-        vocab_size: 1,
-        max_tokens: 1024,
-        max_seqs: 16,
-        max_len: 1024,
-        tokens_per_tile: 64 / g,
-    };
-    let mut meta = vec![0i32; 8192];
-    let lay = pack_step(&batch, &lim, None, &mut meta)?;
+    let pb = PagedBatch::new(c, &shapes, 1024)?;
+    let (lay, tables, t) = (pb.lay, &pb.tables, pb.tokens);
 
     let slots = nblocks * bs;
     let kc = super::rounded(&c.randn(slots * nkv * d, 1.0));
     let vc = super::rounded(&c.randn(slots * nkv * d, 1.0));
     let qkv = super::rounded(&c.randn(t * qkv_dim, 1.0));
     let (kd, vd, qd) = (c.up_bf16(&kc)?, c.up_bf16(&vc)?, c.up_bf16(&qkv)?);
-    let md = c.up(&meta[..lay.total])?;
+    let md = c.up(&pb.meta)?;
     let poison = vec![f32::NAN; t * nq * d];
     let od = c.up_bf16(&poison)?;
-    let po = DeviceBuffer::alloc(&c.ctx, 16 * nq * nsplit * d * 4)
-        .map_err(|e| device::dev_err("alloc", e))?;
-    let pml = DeviceBuffer::alloc(&c.ctx, 16 * nq * nsplit * 2 * 4)
-        .map_err(|e| device::dev_err("alloc", e))?;
     let m = |off: usize| Arg::Ptr(md.ptr + 4 * off as u64);
-    let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
+    let scale_log2 = paged::scale_log2(d);
     launch(
         &c.stream,
         &c.k.attn_prefill,
@@ -100,28 +58,14 @@ pub(super) fn check_attention(
             Arg::F32(scale_log2),
         ],
     )?;
-    let a = DecodeArgs {
-        qkv: qd.ptr,
-        k_cache: kd.ptr,
-        v_cache: vd.ptr,
-        out: od.ptr,
-        meta: md.ptr,
-        dec_seqs: lay.dec_seqs,
-        q_start: lay.q_start,
-        ctx_len: lay.ctx_len,
-        block_tables: lay.block_tables,
-        block_size: bs,
-        scale_log2,
-        part_o: po.ptr,
-        part_ml: pml.ptr,
-        num_decodes: lay.num_decodes,
-        num_q_heads: nq,
-        num_kv_heads: nkv,
+    pb.decode(
+        c,
+        kernel,
         nsplit,
-        pdl: false,
-        rope: None,
-    };
-    enqueue_decode_attention(&c.stream, &c.k, kernel, &a)?;
+        &md,
+        (qd.ptr, kd.ptr, vd.ptr, od.ptr),
+        None,
+    )?;
     let got = c.down_bf16(&od, t * nq * d)?;
 
     let mut want = vec![0f64; t * nq * d];

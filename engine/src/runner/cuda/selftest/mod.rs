@@ -17,6 +17,7 @@ use std::sync::Arc;
 mod attention;
 mod fused_rope;
 mod gemm;
+mod paged;
 mod rope;
 use attention::check_attention;
 use fused_rope::check_fused_rope;

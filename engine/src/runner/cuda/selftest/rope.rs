@@ -5,6 +5,43 @@ use crate::runner::cuda::device::{launch, Arg};
 use crate::runner::cuda::kernels::KernelShape;
 use crate::runner::RunnerError;
 
+/// Launches `qk_norm_rope_cache` over `t` token rows of `qkv`: `norms` are
+/// (q_norm, k_norm, cos table, sin table), `meta` (positions, KV slots) and
+/// `cache` (K, V), all device addresses; eps 1e-6.
+pub(super) fn launch_qk_norm_rope(
+    c: &Ctx,
+    qkv: u64,
+    norms: (u64, u64, u64, u64),
+    meta: (u64, u64),
+    cache: (u64, u64),
+    t: usize,
+    max_pos: usize,
+) -> Result<(), RunnerError> {
+    let items = t * (c.shape.num_q_heads + c.shape.num_kv_heads);
+    launch(
+        &c.stream,
+        &c.k.qk_norm_rope_cache,
+        "qk_norm_rope_cache",
+        (items.div_ceil(4) as u32, 1, 1),
+        128,
+        0,
+        &[
+            Arg::Ptr(qkv),
+            Arg::Ptr(norms.0),
+            Arg::Ptr(norms.1),
+            Arg::Ptr(norms.2),
+            Arg::Ptr(norms.3),
+            Arg::Ptr(meta.0),
+            Arg::Ptr(meta.1),
+            Arg::Ptr(cache.0),
+            Arg::Ptr(cache.1),
+            Arg::I32(t as i32),
+            Arg::I32(max_pos as i32),
+            Arg::F32(1e-6),
+        ],
+    )
+}
+
 pub(super) fn check_rope(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     let KernelShape {
         head_dim: d,
@@ -32,28 +69,15 @@ pub(super) fn check_rope(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     );
     let zeros = vec![0f32; nslots * nkv * d];
     let (kc, vc) = (c.up_bf16(&zeros)?, c.up_bf16(&zeros)?);
-    let items = t * (nq + nkv);
-    launch(
-        &c.stream,
-        &c.k.qk_norm_rope_cache,
-        "qk_norm_rope_cache",
-        (items.div_ceil(4) as u32, 1, 1),
-        128,
-        0,
-        &[
-            Arg::Ptr(qd.ptr),
-            Arg::Ptr(qnd.ptr),
-            Arg::Ptr(knd.ptr),
-            Arg::Ptr(cd.ptr),
-            Arg::Ptr(sd.ptr),
-            Arg::Ptr(pd.ptr),
-            Arg::Ptr(sld.ptr),
-            Arg::Ptr(kc.ptr),
-            Arg::Ptr(vc.ptr),
-            Arg::I32(t as i32),
-            Arg::I32(max_pos as i32),
-            Arg::F32(1e-6),
-        ],
+    let norms = (qnd.ptr, knd.ptr, cd.ptr, sd.ptr);
+    launch_qk_norm_rope(
+        c,
+        qd.ptr,
+        norms,
+        (pd.ptr, sld.ptr),
+        (kc.ptr, vc.ptr),
+        t,
+        max_pos,
     )?;
     let q_after = c.down_bf16(&qd, t * qkv_dim)?;
     let k_cache = c.down_bf16(&kc, nslots * nkv * d)?;
