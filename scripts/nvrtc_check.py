@@ -34,7 +34,7 @@ def find(pattern):
         hits = sorted(glob.glob(os.path.join(root, pattern)))
         if hits:
             return hits[-1]
-    sys.exit(f"not found: {pattern} (python3 -m pip install nvidia-cuda-nvrtc nvidia-cuda-runtime)")
+    sys.exit(f"not found: {pattern} (python3 -m pip install \"nvidia-cuda-nvrtc==13.0.*\" \"nvidia-cuda-runtime==13.0.*\")")
 
 
 def kernel_source_body():
