@@ -63,16 +63,16 @@ __device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW
 // One WARP per (decode sequence, KV head, split): the split's keys in groups of GROUP, the
 // next group's loads issued before the current group's math (software pipelining), online
 // softmax across groups; lanes split the head dimension. Block = 4 warps = 4 consecutive units.
-// dec_seqs[i] = batch index of the i-th decode sequence; its single token is row q_start[seq].
+// decodes[3i .. 3i + 3] = (batch index of the sequence, token row, keys it attends to) of the
+// i-th query token on this path (meta.rs).
 // With nsplit > 1 each warp writes a partial (max, sum, unnormalised output) for attn_combine:
 // part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
 template <int GROUP, bool PREFETCH>
 __device__ __forceinline__ void attn_decode_body(
     const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
-    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
-    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
-    int n_units) {
+    bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,
+    const int* __restrict__ hdr, int block_size, float scale_log2, float* __restrict__ part_o,
+    float* __restrict__ part_ml, int nsplit, int n_units) {
     PDL_ENTER();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     // Work units (decode sequence, KV head, split), split fastest, one per warp: every warp of
@@ -80,9 +80,7 @@ __device__ __forceinline__ void attn_decode_body(
     const int unit = blockIdx.x * DEC_WARPS + warp;
     if (unit >= n_units) return;  // no block-wide barrier below, so idle warps may leave
     const int z = unit % nsplit, kvh = (unit / nsplit) % NUM_KV_HEADS, i = unit / (nsplit * NUM_KV_HEADS);
-    const int seq = dec_seqs[i];
-    const int row = q_start[seq];
-    const int L = ctx_len[seq];
+    const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
     const int* bt = block_tables + (long long)seq * hdr[0];
     int per = (L + nsplit - 1) / nsplit;
     per = (per + GROUP - 1) / GROUP * GROUP;
@@ -186,13 +184,11 @@ __device__ __forceinline__ void attn_decode_body(
 #define DECODE_ENTRY(NAME, GROUP, PREFETCH)                                                                   \
     extern "C" __global__ void __launch_bounds__(128) NAME(                                                 \
         const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \
-        bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,          \
-        const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr, \
-        int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml,          \
-        int nsplit, int n_units) {                                                                          \
-        attn_decode_body<GROUP, PREFETCH>(qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len,           \
-                                          block_tables, hdr, block_size, scale_log2, part_o, part_ml,       \
-                                          nsplit, n_units);                                                 \
+        bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,      \
+        const int* __restrict__ hdr, int block_size, float scale_log2, float* __restrict__ part_o,          \
+        float* __restrict__ part_ml, int nsplit, int n_units) {                                             \
+        attn_decode_body<GROUP, PREFETCH>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,           \
+                                          block_size, scale_log2, part_o, part_ml, nsplit, n_units);        \
     }
 DECODE_ENTRY(attn_decode, 8, true)
 
@@ -200,13 +196,12 @@ DECODE_ENTRY(attn_decode, 8, true)
 // once into shared memory, then each thread sums its output dimensions over the splits with
 // independent loads (no chain of dependent loads).
 extern "C" __global__ void __launch_bounds__(128) attn_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
-                                        bf16* __restrict__ out, const int* __restrict__ dec_seqs,
-                                        const int* __restrict__ q_start, int nsplit) {
+                                        bf16* __restrict__ out, const int* __restrict__ decodes, int nsplit) {
     PDL_ENTER();
     __shared__ float wz[128];
     __shared__ float red[4];
     const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int row = q_start[dec_seqs[i]];
+    const int row = decodes[3 * i + 1];
     const long long base = ((long long)i * NUM_Q_HEADS + h) * nsplit;
     const float mz = tid < nsplit ? part_ml[(base + tid) * 2] : NEG_BIG;
     const float lz = tid < nsplit ? part_ml[(base + tid) * 2 + 1] : 0.0f;

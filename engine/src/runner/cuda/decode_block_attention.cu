@@ -111,10 +111,9 @@ __device__ __forceinline__ void db_norm_rope(float* x, const bf16* __restrict__ 
 template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_impl(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache,
-    bf16* __restrict__ out, const int* __restrict__ dec_seqs, const int* __restrict__ q_start,
-    const int* __restrict__ ctx_len, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
-    const RopeIn& rope) {
+    bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,
+    const int* __restrict__ hdr, int block_size, float scale_log2, float* __restrict__ part_o,
+    float* __restrict__ part_ml, int nsplit, const RopeIn& rope) {
     PDL_ENTER();
     constexpr int CHUNK = DB_KPW * U;  // keys one warp takes per iteration
     constexpr int SHARERS = HEADS ? 1 : WARPS;  // warps that share one unit's keys
@@ -128,9 +127,7 @@ __device__ __forceinline__ void attn_decode_block_impl(
     const int kvh = HEADS ? warp : (unit / nsplit) % NUM_KV_HEADS;
     const int i = HEADS ? unit / nsplit : unit / (nsplit * NUM_KV_HEADS);
     const int wk = HEADS ? 0 : warp;  // this warp's place among the sharers
-    const int seq = dec_seqs[i];
-    const int row = q_start[seq];
-    const int L = ctx_len[seq];
+    const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
     const int* bt = block_tables + (long long)seq * hdr[0];
     int per = (L + nsplit - 1) / nsplit;
     per = (per + CHUNK - 1) / CHUNK * CHUNK;
@@ -324,13 +321,12 @@ __device__ __forceinline__ void attn_decode_block_impl(
 template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_body(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
-    const int* __restrict__ dec_seqs, const int* __restrict__ q_start, const int* __restrict__ ctx_len,
-    const int* __restrict__ block_tables, const int* __restrict__ hdr, int block_size, float scale_log2,
-    float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit, const RopeIn& rope) {
+    const int* __restrict__ decodes, const int* __restrict__ block_tables, const int* __restrict__ hdr,
+    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
+    const RopeIn& rope) {
     if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32 && (!ROPE || HEAD_DIM == 8 * DB_LPK)) {
-        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len,
-                                                      block_tables, hdr, block_size, scale_log2, part_o, part_ml,
-                                                      nsplit, rope);
+        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,
+                                                      block_size, scale_log2, part_o, part_ml, nsplit, rope);
     } else {
         __trap();
     }
@@ -341,12 +337,11 @@ __device__ __forceinline__ void attn_decode_block_body(
 // q/k-norm + RoPE inputs of qk_norm_rope_cache as well.
 #define DECODE_BLOCK_PARAMS                                                                                   \
     bf16 *__restrict__ qkv, bf16 *__restrict__ k_cache, bf16 *__restrict__ v_cache, bf16 *__restrict__ out,  \
-        const int *__restrict__ dec_seqs, const int *__restrict__ q_start, const int *__restrict__ ctx_len, \
-        const int *__restrict__ block_tables, const int *__restrict__ hdr, int block_size, float scale_log2, \
-        float *__restrict__ part_o, float *__restrict__ part_ml, int nsplit, int n_units
-#define DECODE_BLOCK_ARGS                                                                                  \
-    qkv, k_cache, v_cache, out, dec_seqs, q_start, ctx_len, block_tables, hdr, block_size, scale_log2, \
-        part_o, part_ml, nsplit
+        const int *__restrict__ decodes, const int *__restrict__ block_tables, const int *__restrict__ hdr,  \
+        int block_size, float scale_log2, float *__restrict__ part_o, float *__restrict__ part_ml, int nsplit, \
+        int n_units
+#define DECODE_BLOCK_ARGS \
+    qkv, k_cache, v_cache, out, decodes, block_tables, hdr, block_size, scale_log2, part_o, part_ml, nsplit
 #define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS)                                                             \
     extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(DECODE_BLOCK_PARAMS) {                  \
         if ((int)blockIdx.x >= n_units) return;                                                             \

@@ -60,10 +60,10 @@ impl CudaRunner {
         // Programmatic dependent launches only in decode-only steps: measured on
         // the H200 they save ~0.1 ms per decode step at batch 1 and cost 3-8 % in
         // prefill steps (results/h200/profile.csv).
-        let pdl = self.use_pdl && lay.num_tiles == 0;
-        let fuse_rope = self.fuse_rope
-            && lay.num_tiles == 0
-            && self.decode_kernel_for(lay.num_decodes).fuses_rope(d);
+        let decode_only = lay.is_decode_only();
+        let pdl = self.use_pdl && decode_only;
+        let fuse_rope =
+            self.fuse_rope && decode_only && self.decode_kernel_for(lay.num_decodes).fuses_rope(d);
 
         self.launch_in(
             pdl,
@@ -181,9 +181,7 @@ impl CudaRunner {
                     v_cache: vc,
                     out: ws.attn.ptr,
                     meta: ws.meta.ptr,
-                    dec_seqs: lay.dec_seqs,
-                    q_start: lay.q_start,
-                    ctx_len: lay.ctx_len,
+                    decodes: lay.decodes,
                     block_tables: lay.block_tables,
                     block_size: self.block_size,
                     scale_log2,

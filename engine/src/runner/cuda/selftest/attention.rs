@@ -1,5 +1,6 @@
 //! Attention self-test: a mixed batch (prefill chunks over cached context,
-//! a fresh prefill, decodes at long and one-token contexts) over a paged cache
+//! a fresh prefill, decodes at long and one-token contexts, a short chunk over
+//! cached context on the decode path) over a paged cache
 //! with shuffled blocks, packed by the runner's own metadata packer.
 
 use super::paged::{self, PagedBatch, BLOCK_SIZE, NUM_BLOCKS};
@@ -23,7 +24,15 @@ pub(super) fn check_attention(
     let qkv_dim = (nq + 2 * nkv) * d;
     let (bs, nblocks) = (BLOCK_SIZE, NUM_BLOCKS);
     // (start_pos, new tokens)
-    let shapes = [(50usize, 70usize), (299, 1), (0, 5), (0, 1), (17, 33)];
+    // (100, 7) is a short chunk over cached context: decode entries, not a tile.
+    let shapes = [
+        (50usize, 70usize),
+        (299, 1),
+        (0, 5),
+        (0, 1),
+        (17, 33),
+        (100, 7),
+    ];
     let pb = PagedBatch::new(c, &shapes, 1024)?;
     let (lay, tables, t) = (pb.lay, &pb.tables, pb.tokens);
 
