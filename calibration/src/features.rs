@@ -12,7 +12,10 @@
 //! - the LM head as a piecewise-linear curve in the number of sampled
 //!   sequences (it runs only for those);
 //! - attention: KV tokens read by decodes, query-key pairs computed by prefill
-//!   chunks, and a per-sequence cost for each kind;
+//!   chunks, and a per-sequence cost for each kind. A short chunk over a
+//!   cached context (one attention tile of tokens, [`tile_tokens`]) counts as
+//!   decodes, one per token, as the CUDA runner runs it (its meta.rs
+//!   `decode_path`);
 //! - the keys the longest prefill chunk reads (its context plus its new
 //!   tokens): a short chunk over a long cached context has few query tiles to
 //!   spread over the GPU, so its cost follows the keys it walks, not its FLOPs
@@ -22,6 +25,7 @@
 //!   of 255 tokens + 8 decodes: 5.6 ms real, 8.1 ms with the sum).
 
 use engine::BatchShape;
+use sim::ModelShape;
 
 /// Token counts at which the dense curve has a knot.
 pub const DENSE_KNOTS: [f64; 15] = [
@@ -62,8 +66,15 @@ fn hat_weights(x: f64, knots: &[f64], out: &mut [f64]) {
     out[seg + 1] += t;
 }
 
-/// The feature vector of one step.
-pub fn features(shape: &BatchShape) -> [f64; NUM_FEATURES] {
+/// New tokens in one prefill attention tile of the CUDA runner: 64 rows of
+/// (token, query head of a KV head's group).
+pub fn tile_tokens(model: &ModelShape) -> usize {
+    let group = (model.num_q_heads / model.num_kv_heads.max(1)).max(1);
+    (64 / group).max(1)
+}
+
+/// The feature vector of one step of `model`.
+pub fn features(shape: &BatchShape, model: &ModelShape) -> [f64; NUM_FEATURES] {
     let mut f = [0.0; NUM_FEATURES];
     if shape.seqs.is_empty() {
         return f;
@@ -83,12 +94,14 @@ pub fn features(shape: &BatchShape) -> [f64; NUM_FEATURES] {
         &LM_KNOTS,
         &mut f[LM_START..DECODE_KV],
     );
+    let tile = tile_tokens(model) as u32;
     for s in &shape.seqs {
         let ctx = s.context_before as f64;
         let new = s.new_tokens as f64;
-        if s.is_decode() {
-            f[DECODE_KV] += ctx + 1.0;
-            f[DECODE_SEQ] += 1.0;
+        if s.is_decode() || (s.context_before > 0 && s.new_tokens <= tile) {
+            // Token j reads the context and the j + 1 new keys up to itself.
+            f[DECODE_KV] += new * ctx + new * (new + 1.0) / 2.0;
+            f[DECODE_SEQ] += new;
         } else {
             // Query-key pairs under a causal mask: each new token sees the
             // context and the new tokens before it.
@@ -104,6 +117,10 @@ pub fn features(shape: &BatchShape) -> [f64; NUM_FEATURES] {
 mod tests {
     use super::*;
     use engine::SeqShape;
+
+    fn qwen3() -> ModelShape {
+        ModelShape::qwen3_0_6b()
+    }
 
     fn decode(ctx: u32) -> SeqShape {
         SeqShape {
@@ -129,7 +146,7 @@ mod tests {
         let shape = BatchShape {
             seqs: vec![decode(99), decode(199)],
         };
-        let f = features(&shape);
+        let f = features(&shape, &qwen3());
         assert_eq!(f[0], 1.0);
         assert_eq!(f[1], 0.0);
         assert_eq!(f[DENSE_START + 1], 1.0); // 2 tokens: knot 2
@@ -145,34 +162,71 @@ mod tests {
             context_before: ctx,
             samples: false,
         };
-        let f = features(&BatchShape {
-            seqs: vec![chunk(255, 0), chunk(32, 3000), chunk(255, 0), decode(10)],
-        });
-        assert_eq!(f[PREFILL_KEYS], 3032.0);
+        let f = features(
+            &BatchShape {
+                seqs: vec![chunk(255, 0), chunk(40, 3000), chunk(255, 0), decode(10)],
+            },
+            &qwen3(),
+        );
+        assert_eq!(f[PREFILL_KEYS], 3040.0);
         assert_eq!(f[PREFILL_SEQ], 3.0);
         assert_eq!(
             f[PREFILL_PAIRS],
-            2.0 * 255.0 * 128.0 + 32.0 * (3000.0 + 16.5)
+            2.0 * 255.0 * 128.0 + 40.0 * (3000.0 + 20.5)
         );
+    }
+
+    #[test]
+    fn a_short_chunk_over_cached_context_counts_as_decodes() {
+        // Qwen3-0.6B: 16 query heads over 8 KV heads, 32 tokens a tile.
+        assert_eq!(tile_tokens(&qwen3()), 32);
+        let chunk = |new: u32, ctx: u32| SeqShape {
+            new_tokens: new,
+            context_before: ctx,
+            samples: true,
+        };
+        let f = features(
+            &BatchShape {
+                seqs: vec![chunk(32, 3000)],
+            },
+            &qwen3(),
+        );
+        assert_eq!(f[DECODE_SEQ], 32.0);
+        assert_eq!(f[DECODE_KV], 32.0 * 3000.0 + 32.0 * 33.0 / 2.0);
+        assert_eq!(
+            (f[PREFILL_SEQ], f[PREFILL_PAIRS], f[PREFILL_KEYS]),
+            (0.0, 0.0, 0.0)
+        );
+        assert_eq!(f[1], 1.0, "not a decode-only step: launched eagerly");
+        // A fresh prompt of the same size stays a prefill chunk.
+        let f = features(
+            &BatchShape {
+                seqs: vec![chunk(32, 0)],
+            },
+            &qwen3(),
+        );
+        assert_eq!((f[DECODE_SEQ], f[PREFILL_SEQ]), (0.0, 1.0));
     }
 
     #[test]
     fn prefill_chunk_counts_causal_pairs_and_no_lm_head_when_not_sampling() {
         let shape = BatchShape {
             seqs: vec![SeqShape {
-                new_tokens: 4,
+                new_tokens: 40,
                 context_before: 10,
                 samples: false,
             }],
         };
-        let f = features(&shape);
+        let f = features(&shape, &qwen3());
         assert_eq!(f[1], 1.0);
-        assert_eq!(f[PREFILL_PAIRS], 4.0 * (10.0 + 2.5));
+        assert_eq!(f[PREFILL_PAIRS], 40.0 * (10.0 + 20.5));
         assert!(f[LM_START..DECODE_KV].iter().all(|&x| x == 0.0));
     }
 
     #[test]
     fn empty_batch_costs_nothing() {
-        assert!(features(&BatchShape::default()).iter().all(|&x| x == 0.0));
+        assert!(features(&BatchShape::default(), &qwen3())
+            .iter()
+            .all(|&x| x == 0.0));
     }
 }

@@ -70,7 +70,7 @@ pub fn fit(
             held.push(*s);
             continue;
         }
-        let mut row = features(&s.shape);
+        let mut row = features(&s.shape, &model);
         to_increment_basis(&mut row, DENSE_START, DENSE_KNOTS.len());
         to_increment_basis(&mut row, LM_START, LM_KNOTS.len());
         rows.push(row.iter().map(|f| f / s.seconds).collect());

@@ -5,7 +5,8 @@
 //!   report its error on held-out grid points;
 //! - [`profile`]: the profile file (RON, with provenance); it is a `sim::CostModel`;
 //! - [`datasheet`]: peak figures of known GPUs, with sources;
-//! - [`transfer`]: a measured profile moved to a GPU nobody measured.
+//! - [`transfer`]: a measured profile moved to a GPU nobody measured;
+//! - [`samples_csv`]: measured grid points read back, to refit without a GPU.
 
 pub mod datasheet;
 pub mod features;
@@ -13,8 +14,10 @@ pub mod fit;
 pub mod measure;
 pub mod nnls;
 pub mod profile;
+pub mod samples_csv;
 pub mod transfer;
 
 pub use fit::{fit, Fit, FitError, Sample};
 pub use measure::{measure, Grid, MeasureError};
 pub use profile::{CostProfile, ProfileError, Provenance};
+pub use samples_csv::{samples_from_csv, SamplesCsvError};

@@ -228,7 +228,7 @@ impl CostProfile {
 
 impl CostModel for CostProfile {
     fn step_seconds(&self, batch: &BatchShape) -> f64 {
-        let f = features(batch);
+        let f = features(batch, &self.model);
         let c = self.coefficients();
         f.iter().zip(&c).map(|(a, b)| a * b).sum::<f64>().max(0.0)
     }

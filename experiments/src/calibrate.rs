@@ -9,6 +9,12 @@
 //! summary, measured and predicted ms, error %, held out or not) to
 //! `FILE.samples.csv`. The profile's datasheet GPU (needed to transfer it)
 //! is `--gpu`, else guessed from the device name, else `h200-sxm`.
+//!
+//! `--refit PROFILE.ron` measures nothing: it fits the grid points measured
+//! for that profile (`--samples`, default `PROFILE.samples.csv`; they must
+//! match `--grid`) with the current cost model, keeps the profile's device,
+//! model label, engine commit, date and GPU, and records the refit in its
+//! `method`. No GPU needed.
 
 use crate::backend::runner::{self, RunnerLimits};
 use crate::backend::{LoadedModel, ModelChoice, RunnerKind, DEFAULT_GPU};
@@ -55,6 +61,12 @@ pub struct CalibrateArgs {
     /// Datasheet GPU the profile holds for (default: from the device name, else h200-sxm).
     #[arg(long)]
     pub gpu: Option<String>,
+    /// Measure nothing: refit the grid points measured for this profile.
+    #[arg(long, value_name = "PROFILE.ron")]
+    pub refit: Option<PathBuf>,
+    /// With --refit: the measured grid points (default: PROFILE.samples.csv).
+    #[arg(long, requires = "refit")]
+    pub samples: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -190,6 +202,9 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
         GridArg::Gpu => Grid::gpu_default(),
         GridArg::Small => small_grid(),
     };
+    if let Some(old) = &args.refit {
+        return refit(args, old, &grid, ModelShape::from_qwen3(&model.config));
+    }
     let shapes = grid.shapes();
     let needed = 2 * calibration::features::NUM_FEATURES;
     if shapes.len() < needed {
@@ -247,10 +262,50 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
         p.holdout_error_pct_p90,
         fitted.holdout_errors_pct.len()
     );
-    fitted.profile.save(&args.out)?;
-    let csv = samples_path(&args.out);
-    std::fs::write(&csv, samples_table(&samples, &fitted.profile).to_csv())
+    write_fit(&args.out, &samples, &fitted.profile)
+}
+
+/// Writes the profile and its grid points.
+fn write_fit(out: &Path, samples: &[Sample], profile: &CostProfile) -> anyhow::Result<()> {
+    profile.save(out)?;
+    let csv = samples_path(out);
+    std::fs::write(&csv, samples_table(samples, profile).to_csv())
         .with_context(|| format!("writing {}", csv.display()))?;
-    println!("wrote {} and {}", args.out.display(), csv.display());
+    println!("wrote {} and {}", out.display(), csv.display());
     Ok(())
+}
+
+/// `--refit`: the measurements behind `old`, fitted again.
+fn refit(args: &CalibrateArgs, old: &Path, grid: &Grid, model: ModelShape) -> anyhow::Result<()> {
+    let previous = CostProfile::load(old)?;
+    let csv = args.samples.clone().unwrap_or_else(|| samples_path(old));
+    let text =
+        std::fs::read_to_string(&csv).with_context(|| format!("reading {}", csv.display()))?;
+    let samples = calibration::samples_from_csv(&text, grid)
+        .with_context(|| format!("{} against --grid", csv.display()))?;
+    let p = &previous.provenance;
+    let provenance = Provenance {
+        method: format!(
+            "refit at commit {} of the points measured for engine {} on {}",
+            git_commit(),
+            p.engine_commit,
+            p.date
+        ),
+        samples: 0,
+        holdout_error_pct_median: f64::NAN,
+        holdout_error_pct_p90: f64::NAN,
+        ..p.clone()
+    };
+    let fitted = fit(&samples, previous.gpu.clone(), model, provenance)
+        .context("fitting the cost profile")?;
+    let q = &fitted.profile.provenance;
+    println!(
+        "{} grid points refitted; held-out error: median {:.2} %, p90 {:.2} % (was {:.2} %, {:.2} %)",
+        samples.len(),
+        q.holdout_error_pct_median,
+        q.holdout_error_pct_p90,
+        p.holdout_error_pct_median,
+        p.holdout_error_pct_p90
+    );
+    write_fit(&args.out, &samples, &fitted.profile)
 }

@@ -404,3 +404,54 @@ fn ron_config_applies_and_set_overrides_it() {
         "engine option from the file"
     );
 }
+
+#[test]
+fn calibrate_refit_fits_the_committed_h200_measurements_without_a_gpu() {
+    let out = scratch("refit");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let shipped = format!("{root}/calibration/profiles/h200-qwen3-0.6b.ron");
+    let samples = format!("{root}/results/h200/calibration_samples.csv");
+    let target = out.join("h200.ron");
+    let t = target.to_str().unwrap();
+    run(&[
+        "calibrate",
+        "--refit",
+        &shipped,
+        "--samples",
+        &samples,
+        "--out",
+        t,
+    ])
+    .unwrap_or_else(|e| panic!("refit: {e:#}"));
+    let old = calibration::CostProfile::load(Path::new(&shipped)).unwrap();
+    let new = calibration::CostProfile::load(&target).unwrap();
+    let (o, n) = (&old.provenance, &new.provenance);
+    assert!(n.method.starts_with("refit at commit"), "{}", n.method);
+    assert!(n.method.contains(&o.engine_commit) && n.method.contains(&o.date));
+    assert_eq!(
+        (&n.device, &n.date, &n.engine_commit),
+        (&o.device, &o.date, &o.engine_commit)
+    );
+    assert!(n.holdout_error_pct_median.is_finite() && n.samples == 120);
+    let csv = std::fs::read_to_string(out.join("h200.samples.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 121);
+
+    // Samples of another grid, or none beside the profile: errors that name the file.
+    let err = error_of(&[
+        "calibrate",
+        "--refit",
+        &shipped,
+        "--samples",
+        &samples,
+        "--grid",
+        "small",
+        "--out",
+        t,
+    ]);
+    assert!(
+        err.contains("calibration_samples.csv") && err.contains("another grid"),
+        "{err}"
+    );
+    let err = error_of(&["calibrate", "--refit", &shipped, "--out", t]);
+    assert!(err.contains("h200-qwen3-0.6b.samples.csv"), "{err}");
+}
