@@ -14,8 +14,8 @@
 //! - attention: KV tokens read by decodes, query-key pairs computed by prefill
 //!   chunks, and a per-sequence cost for each kind. A short chunk over a
 //!   cached context (one attention tile of tokens, [`tile_tokens`]) counts as
-//!   decodes, one per token, as the CUDA runner runs it (its meta.rs
-//!   `decode_path`);
+//!   decodes, one per token, as the CUDA runner runs it
+//!   ([`engine::short_chunk_on_decode_path`]);
 //! - the keys the longest prefill chunk reads (its context plus its new
 //!   tokens): a short chunk over a long cached context has few query tiles to
 //!   spread over the GPU, so its cost follows the keys it walks, not its FLOPs
@@ -24,7 +24,7 @@
 //!   by side, so the step pays for the longest walk, not their sum (8 chunks
 //!   of 255 tokens + 8 decodes: 5.6 ms real, 8.1 ms with the sum).
 
-use engine::BatchShape;
+use engine::{attention_tile_tokens, short_chunk_on_decode_path, BatchShape};
 use sim::ModelShape;
 
 /// Token counts at which the dense curve has a knot.
@@ -66,11 +66,9 @@ fn hat_weights(x: f64, knots: &[f64], out: &mut [f64]) {
     out[seg + 1] += t;
 }
 
-/// New tokens in one prefill attention tile of the CUDA runner: 64 rows of
-/// (token, query head of a KV head's group).
+/// New tokens in one prefill attention tile of the CUDA runner for `model`.
 pub fn tile_tokens(model: &ModelShape) -> usize {
-    let group = (model.num_q_heads / model.num_kv_heads.max(1)).max(1);
-    (64 / group).max(1)
+    attention_tile_tokens(model.num_q_heads, model.num_kv_heads)
 }
 
 /// The feature vector of one step of `model`.
@@ -94,11 +92,13 @@ pub fn features(shape: &BatchShape, model: &ModelShape) -> [f64; NUM_FEATURES] {
         &LM_KNOTS,
         &mut f[LM_START..DECODE_KV],
     );
-    let tile = tile_tokens(model) as u32;
+    let tile = tile_tokens(model);
     for s in &shape.seqs {
         let ctx = s.context_before as f64;
         let new = s.new_tokens as f64;
-        if s.is_decode() || (s.context_before > 0 && s.new_tokens <= tile) {
+        let short =
+            short_chunk_on_decode_path(s.context_before as usize, s.new_tokens as usize, tile);
+        if s.is_decode() || short {
             // Token j reads the context and the j + 1 new keys up to itself.
             f[DECODE_KV] += new * ctx + new * (new + 1.0) / 2.0;
             f[DECODE_SEQ] += new;

@@ -79,6 +79,27 @@ impl SeqShape {
     }
 }
 
+/// New tokens of one prefill attention tile of the CUDA runner: its tiles
+/// hold 64 rows of (token, query head of a KV head's group).
+pub fn attention_tile_tokens(num_q_heads: usize, num_kv_heads: usize) -> usize {
+    let group = (num_q_heads / num_kv_heads.max(1)).max(1);
+    (64 / group).max(1)
+}
+
+/// Whether the CUDA runner runs a prefill chunk of `new_tokens` after
+/// `context_before` cached tokens through its decode attention, one entry
+/// per token, rather than as tiles: a chunk that fits one tile
+/// ([`attention_tile_tokens`]) over a cached context, whose tile would walk
+/// the whole context with one block per KV head. Cost models use the same
+/// rule to price such a chunk as the engine runs it.
+pub fn short_chunk_on_decode_path(
+    context_before: usize,
+    new_tokens: usize,
+    tile_tokens: usize,
+) -> bool {
+    context_before > 0 && new_tokens <= tile_tokens
+}
+
 /// Composition of one step's batch: what a cost model prices.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchShape {

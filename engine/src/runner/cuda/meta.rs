@@ -19,7 +19,7 @@
 //! a decode graph captured for a bucket of B sequences stays valid for any
 //! contexts: every offset depends on B alone.
 
-use crate::runner::{RunnerError, ScheduledBatch};
+use crate::runner::{short_chunk_on_decode_path, RunnerError, ScheduledBatch};
 
 /// Where each section of the packed metadata starts (in `i32`s) and how long it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,10 +120,10 @@ pub(crate) struct BatchLimits {
 }
 
 /// Whether a sequence's `n` new tokens after `start_pos` cached ones go
-/// through the decode attention kernels: one token, or a chunk that fits one
-/// prefill tile over a cached context (module docs).
+/// through the decode attention kernels: one token, or a short chunk over a
+/// cached context (module docs).
 fn decode_path(start_pos: usize, n: usize, lim: &BatchLimits) -> bool {
-    n == 1 || (start_pos > 0 && n <= lim.tokens_per_tile)
+    n == 1 || short_chunk_on_decode_path(start_pos, n, lim.tokens_per_tile)
 }
 
 /// Packs `batch` into `buf`. With `bucket = Some(b)` the batch must be decode-only

@@ -39,7 +39,9 @@ mod weights;
 
 use crate::config::EngineConfig;
 use crate::model::{Qwen3Config, Qwen3Weights};
-use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
+use crate::runner::{
+    attention_tile_tokens, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch,
+};
 use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 use device::{dev_err, DeviceBuffer, PinnedBuffer};
 use gemm::Gemm;
@@ -268,7 +270,10 @@ impl CudaRunner {
             max_tokens,
             max_seqs: max_seqs_pad,
             max_len: rc.max_model_len,
-            tokens_per_tile: 64 / (cfg.num_attention_heads / cfg.num_key_value_heads),
+            tokens_per_tile: attention_tile_tokens(
+                cfg.num_attention_heads,
+                cfg.num_key_value_heads,
+            ),
         };
         Ok(Self {
             _ctx: ctx,

@@ -7,7 +7,7 @@ use crate::request::RequestId;
 use crate::runner::cuda::decode::{enqueue_decode_attention, DecodeArgs, DecodeKernel, RopeArgs};
 use crate::runner::cuda::device::{self, DeviceBuffer};
 use crate::runner::cuda::meta::{pack_step, BatchLimits, StepLayout};
-use crate::runner::{RunnerError, ScheduledBatch, ScheduledSeq};
+use crate::runner::{attention_tile_tokens, RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
 pub(super) const BLOCK_SIZE: usize = 16;
@@ -64,7 +64,7 @@ impl PagedBatch {
             max_tokens: 1024,
             max_seqs: 16,
             max_len,
-            tokens_per_tile: 64 / (nq / nkv),
+            tokens_per_tile: attention_tile_tokens(nq, nkv),
         };
         let mut meta = vec![0i32; 8192];
         let lay = pack_step(&batch, &lim, None, &mut meta)?;
