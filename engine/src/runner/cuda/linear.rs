@@ -33,14 +33,16 @@ pub(crate) fn padded_rows(m: usize) -> usize {
     }
 }
 
-/// Whether the skinny kernel takes an `m × k` by `n × k` product.
+/// Whether the skinny kernel can compute an `m × k` by `n × k` product at
+/// all: 1–64 rows (four 16-row tiles), K a multiple of 256, N of 8.
+fn skinny_takes(m: usize, n: usize, k: usize) -> bool {
+    (1..=64).contains(&m) && k.is_multiple_of(256) && n.is_multiple_of(8)
+}
+
+/// Whether the skinny kernel takes, and beats cuBLAS on, an `m × k` by
+/// `n × k` product.
 pub(crate) fn skinny_wins(m: usize, n: usize, k: usize) -> bool {
-    m > 0
-        && m <= 64
-        && m * n <= SKINNY_MAX_PRODUCT
-        && n <= SKINNY_MAX_COLS
-        && k.is_multiple_of(256)
-        && n.is_multiple_of(8)
+    skinny_takes(m, n, k) && m * n <= SKINNY_MAX_PRODUCT && n <= SKINNY_MAX_COLS
 }
 
 /// Operands of one GEMM: device addresses and sizes.
@@ -55,16 +57,14 @@ pub(crate) struct GemmArgs {
     pub out: OutType,
 }
 
-/// Enqueues the skinny GEMM (up to 64 rows, K a multiple of 256, N of 8; the
-/// caller checks).
+/// Enqueues the skinny GEMM; a shape it cannot take is an error.
 pub(crate) fn skinny_gemm(
     stream: &CudaStream,
     k: &Kernels,
     a: &GemmArgs,
     pdl: bool,
 ) -> Result<(), RunnerError> {
-    let tiles = a.m.div_ceil(16);
-    if a.m == 0 || tiles > 4 || !a.k.is_multiple_of(256) || !a.n.is_multiple_of(8) {
+    if !skinny_takes(a.m, a.n, a.k) {
         return Err(RunnerError::Model(format!(
             "skinny_gemm takes 1-64 rows, K % 256 == 0 and N % 8 == 0, not m={} n={} k={}",
             a.m, a.n, a.k
@@ -72,7 +72,7 @@ pub(crate) fn skinny_gemm(
     }
     launch_ex(
         stream,
-        &k.skinny_gemm[tiles - 1],
+        &k.skinny_gemm[a.m.div_ceil(16) - 1],
         "skinny_gemm",
         ((a.n / 8) as u32, 1, 1),
         256,
