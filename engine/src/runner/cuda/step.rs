@@ -8,25 +8,49 @@ use super::{CudaRunner, LastStep, DECODE_MIN_KEYS_PER_SPLIT, GRAPH_BUCKETS};
 use crate::runner::{RunnerError, ScheduledBatch};
 use cudarc::driver::{sys, CudaGraph};
 
+/// Splits of each of `n_dec` decode entries' attention, a unit being one
+/// (entry, KV head, split) worked on by `warps_per_unit` warps: enough warps
+/// in all to reach `target_warps`; in eager steps (`max_ctx` known) no fewer
+/// than `DECODE_MIN_KEYS_PER_SPLIT` keys per warp of a split; at most
+/// `max_splits`, and no more (entry, split) partial rows than the workspace's
+/// `partial_rows` (short prefill chunks can bring more entries than
+/// sequences). A graph's split count depends on its batch size alone, since
+/// the kernel divides each context at run time.
+fn split_count(
+    n_dec: usize,
+    num_kv_heads: usize,
+    warps_per_unit: usize,
+    target_warps: usize,
+    max_ctx: Option<usize>,
+    max_splits: usize,
+    partial_rows: usize,
+) -> usize {
+    let units = (n_dec * num_kv_heads * warps_per_unit).max(1);
+    let mut n = target_warps.div_ceil(units);
+    if let Some(ctx) = max_ctx {
+        n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT * warps_per_unit));
+    }
+    n.min(partial_rows / n_dec.max(1)).clamp(1, max_splits)
+}
+
 impl CudaRunner {
     pub(super) fn kv_layer_ptrs(&self, layer: usize) -> (u64, u64) {
         let k = self.kv.ptr + (2 * layer * self.layer_kv_bytes) as u64;
         (k, k + self.layer_kv_bytes as u64)
     }
 
-    /// Splits of each sequence's decode attention: enough warps in all to
-    /// fill the GPU; in eager steps also no fewer than
-    /// `DECODE_MIN_KEYS_PER_SPLIT` keys per warp of a split. A graph's split
-    /// count depends on its batch size alone, since the kernel divides each
-    /// context at run time.
+    /// Splits of each decode entry's attention ([`split_count`]); the partial
+    /// buffers hold `max_seqs * max_splits` (entry, split) rows.
     fn decode_splits(&self, n_dec: usize, max_ctx: Option<usize>) -> usize {
-        let wpu = self.decode_kernel_for(n_dec).warps_per_unit();
-        let units = (n_dec * self.cfg.num_key_value_heads * wpu).max(1);
-        let mut n = self.decode_target_warps.div_ceil(units);
-        if let Some(ctx) = max_ctx {
-            n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT * wpu));
-        }
-        n.clamp(1, self.max_splits)
+        split_count(
+            n_dec,
+            self.cfg.num_key_value_heads,
+            self.decode_kernel_for(n_dec).warps_per_unit(),
+            self.decode_target_warps,
+            max_ctx,
+            self.max_splits,
+            self.limits.max_seqs * self.max_splits,
+        )
     }
 
     fn bucket_for(&self, n: usize) -> Option<usize> {
@@ -135,5 +159,25 @@ impl CudaRunner {
             .ok_or_else(|| RunnerError::Device("graph capture produced no graph".into()))?;
         graph.upload().map_err(|e| dev_err("graph upload", e))?;
         Ok(graph)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_count;
+
+    #[test]
+    fn splits_fill_the_gpu_within_the_partial_buffers() {
+        // Qwen3-0.6B (8 KV heads), 4-warp blocks, 2048 warps, 64 splits, 256 sequences.
+        let rows = 256 * 64;
+        assert_eq!(split_count(64, 8, 4, 2048, None, 64, rows), 1);
+        assert_eq!(split_count(16, 8, 8, 2048, None, 64, rows), 2);
+        assert_eq!(split_count(1, 8, 8, 2048, None, 64, rows), 32);
+        // Eager: no split of fewer than 32 keys per warp (300 keys, 8 warps: 2 splits).
+        assert_eq!(split_count(1, 8, 8, 2048, Some(300), 64, rows), 2);
+        // A one-KV-head model with room for 1 sequence: 32 entries of a short
+        // chunk would want 16 splits each, but the buffers hold 64 rows.
+        assert_eq!(split_count(32, 1, 4, 2048, None, 64, 64), 2);
+        assert_eq!(split_count(100, 1, 4, 2048, None, 64, 64), 1);
     }
 }
