@@ -24,6 +24,6 @@ pub use config::{ConfigError, EngineConfig, HashAlgo};
 pub use core::{EngineCore, EngineError, StepOutcome};
 pub use request::{FinishReason, Request, RequestError, RequestId};
 pub use runner::{
-    attention_tile_tokens, short_chunk_on_decode_path, BatchShape, ModelRunner, RunnerError,
-    RunnerOutput, ScheduledBatch, ScheduledSeq, SeqShape,
+    attention_tile_tokens, gemm_padded_rows, short_chunk_on_decode_path, BatchShape, ModelRunner,
+    RunnerError, RunnerOutput, ScheduledBatch, ScheduledSeq, SeqShape,
 };

@@ -230,9 +230,9 @@ pub fn warm_up<R: ModelRunner>(
         samples,
     };
     let mut shapes = Vec::new();
-    // Every row count class the CUDA runner pads its layer GEMMs to (16, 32,
-    // 48, 64, then multiples of 64): cuBLAS picks a kernel on the host the
-    // first time it sees a shape. Powers of two also over a cached context.
+    // Every row count class the CUDA runner pads its layer GEMMs to
+    // (engine::gemm_padded_rows): cuBLAS picks a kernel on the host the first
+    // time it sees a shape. Powers of two also over a cached context.
     let mut t = 16;
     while t < max_prefill {
         shapes.push(vec![seq(t, 0, true)]);
@@ -242,7 +242,7 @@ pub fn warm_up<R: ModelRunner>(
                 shapes.push(vec![seq(t, context, true)]);
             }
         }
-        t += if t < 64 { 16 } else { 64 };
+        t = engine::gemm_padded_rows(t + 1);
     }
     shapes.push(vec![seq(max_prefill, 0, true)]);
     // Context of one block less one token: each decode needs a single block.

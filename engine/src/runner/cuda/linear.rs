@@ -7,7 +7,7 @@ use super::device::{launch_ex, Arg};
 use super::gemm::OutType;
 use super::kernels::Kernels;
 use super::CudaRunner;
-use crate::runner::RunnerError;
+use crate::runner::{gemm_padded_rows, RunnerError};
 use cudarc::driver::CudaStream;
 
 /// The skinny kernel re-reads all of `x` in every block of 8 output columns,
@@ -17,21 +17,6 @@ use cudarc::driver::CudaStream;
 /// rows, and loses for gate-up (n = 6144) and the LM head at any row count.
 const SKINNY_MAX_PRODUCT: usize = 32 * 1024;
 const SKINNY_MAX_COLS: usize = 4096;
-
-/// Rows a layer GEMM runs with on cuBLAS: rounded up to a multiple of 16 up
-/// to 64 rows and of 64 beyond. cuBLAS picks a kernel on the host the first
-/// time it sees a shape (measured on the H200: a step with a new token count
-/// took 16.6 ms where it takes 8.8 ms afterwards), so few distinct shapes,
-/// all of which the warm-up can run, keep every later step at its steady
-/// cost. The padding rows compute garbage that no later kernel reads; the
-/// workspace is sized for them.
-pub(crate) fn padded_rows(m: usize) -> usize {
-    if m <= 64 {
-        m.next_multiple_of(16)
-    } else {
-        m.next_multiple_of(64)
-    }
-}
 
 /// Whether the skinny kernel can compute an `m × k` by `n × k` product at
 /// all: 1–64 rows (four 16-row tiles), K a multiple of 256, N of 8.
@@ -91,7 +76,7 @@ pub(crate) fn skinny_gemm(
 }
 
 impl CudaRunner {
-    /// `pad`: run cuBLAS with [`padded_rows`] rows (layer GEMMs, whose
+    /// `pad`: run cuBLAS with [`gemm_padded_rows`] rows (layer GEMMs, whose
     /// activation buffers hold them); the LM head, whose rows are the sampled
     /// sequences, runs unpadded.
     #[allow(clippy::too_many_arguments)]
@@ -123,7 +108,7 @@ impl CudaRunner {
             };
             return skinny_gemm(&self.stream, &self.kernels, &a, pdl);
         }
-        let rows = if pad { padded_rows(m) } else { m };
+        let rows = if pad { gemm_padded_rows(m) } else { m };
         self.gemm.linear(x, w, y, rows, n, k, out)
     }
 }
@@ -131,18 +116,6 @@ impl CudaRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn padded_rows_fall_into_few_classes_and_never_shrink() {
-        assert_eq!(padded_rows(1), 16);
-        assert_eq!(padded_rows(64), 64);
-        assert_eq!(padded_rows(65), 128);
-        assert_eq!(padded_rows(3200), 3200);
-        assert_eq!(padded_rows(3201), 3264);
-        let classes: std::collections::BTreeSet<usize> = (1..=4096).map(padded_rows).collect();
-        assert_eq!(classes.len(), 4 + 63);
-        assert!((1..=5000).all(|m| padded_rows(m) >= m));
-    }
 
     #[test]
     fn skinny_takes_the_products_it_wins_on_the_h200() {

@@ -40,7 +40,7 @@ mod weights;
 use crate::config::EngineConfig;
 use crate::model::{Qwen3Config, Qwen3Weights};
 use crate::runner::{
-    attention_tile_tokens, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch,
+    attention_tile_tokens, gemm_padded_rows, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch,
 };
 use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 use device::{dev_err, DeviceBuffer, PinnedBuffer};
@@ -164,8 +164,8 @@ fn workspace(
     let (h, i, v) = (c.hidden_size, c.intermediate_size, c.vocab_size);
     let q = c.q_size();
     let qkv = q + 2 * c.kv_size();
-    // Token rows padded as the layer GEMMs pad them (linear::padded_rows).
-    let t = linear::padded_rows(t);
+    // Token rows padded as the layer GEMMs pad them.
+    let t = gemm_padded_rows(t);
     Ok(Workspace {
         resid: a(t * h * 4)?,
         normed: a(t * h * 2)?,
