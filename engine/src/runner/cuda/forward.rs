@@ -62,8 +62,8 @@ impl CudaRunner {
         // prefill steps (results/h200/profile.csv).
         let decode_only = lay.is_decode_only();
         let pdl = self.use_pdl && decode_only;
-        let fuse_rope =
-            self.fuse_rope && decode_only && self.decode_kernel_for(lay.num_decodes).fuses_rope(d);
+        let decode_kernel = self.decode_kernel_for(lay.num_decodes);
+        let fuse_rope = self.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
 
         self.launch_in(
             pdl,
@@ -194,8 +194,7 @@ impl CudaRunner {
                     pdl,
                     rope,
                 };
-                let kernel = self.decode_kernel_for(lay.num_decodes);
-                enqueue_decode_attention(&self.stream, k, kernel, &a)?;
+                enqueue_decode_attention(&self.stream, k, decode_kernel, &a)?;
             }
             self.linear(
                 pdl,
