@@ -7,9 +7,13 @@
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
-//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]`:
+//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]
+//! [--only-decode B [--decode-kernel NAME]]`:
 //! `--tune` times every decode-attention kernel and split target (`tune.csv`),
-//! `--profile` the step with kernel groups left out (`profile.csv`).
+//! `--profile` the step with kernel groups left out (`profile.csv`);
+//! `--only-decode B` times decode steps at batch B only (with the decode
+//! attention kernel NAME, e.g. `BlockW4U4`) and writes nothing (a run to put
+//! under a profiler).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{
@@ -282,6 +286,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed().as_secs_f64(),
         r.num_kv_blocks()
     );
+    // `--only-decode B`: decode steps at batch B and nothing else (for a profiler).
+    if let Some(b) = value("--only-decode") {
+        let b: usize = b
+            .parse()
+            .map_err(|_| format!("--only-decode takes a batch size, not {b}"))?;
+        if let Some(name) = value("--decode-kernel") {
+            let kernel = DecodeKernel::ALL
+                .into_iter()
+                .find(|k| format!("{k:?}") == name)
+                .ok_or_else(|| {
+                    format!(
+                        "--decode-kernel: no kernel {name}; one of {:?}",
+                        DecodeKernel::ALL
+                    )
+                })?;
+            r.set_decode_tuning(Some(kernel), 2048)?;
+        }
+        let s = decode(&mut r, b, cfg.vocab_size, budget)?;
+        println!(
+            "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
+            s * 1e3
+        );
+        return Ok(());
+    }
     let date = today();
     let mut csv = String::from("kind,batch,tokens,ms_median,tok_s,date\n");
     for &b in &batches {
