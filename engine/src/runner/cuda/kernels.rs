@@ -16,6 +16,7 @@ const KERNELS_CU: &str = include_str!("kernels.cu");
 const ATTENTION_CU: &str = include_str!("attention.cu");
 const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
+const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
@@ -41,6 +42,10 @@ pub(crate) struct Kernels {
     pub attn_decode_block_w4u4_rope: CudaFunction,
     pub attn_decode_block_w8u4_rope: CudaFunction,
     pub attn_decode_heads_u4_rope: CudaFunction,
+    /// Tensor-core decode attention (4 warps, 3 pipeline stages), and the same
+    /// with q/k-norm + RoPE + the KV-cache write fused.
+    pub attn_decode_mma_w4s3: CudaFunction,
+    pub attn_decode_mma_w4s3_rope: CudaFunction,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -50,7 +55,7 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
@@ -118,16 +123,21 @@ impl Kernels {
         };
         // 2 stages x (K, V) x 64 keys x (head_dim + 8 padding) bf16: ATTN_PREFILL_SMEM in attention.cu.
         let prefill_smem = (2 * 2 * 64 * (shape.head_dim + 8) * 2) as u32;
-        let attn_prefill = f("attn_prefill")?;
-        attn_prefill
-            .set_attribute(
+        // Kernels that take more than the default 48 KB of dynamic shared memory.
+        let with_smem = |name: &str, bytes: u32| {
+            let func = f(name)?;
+            func.set_attribute(
                 cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                prefill_smem as i32,
+                bytes as i32,
             )
             .map_err(|e| RunnerError::Compile {
-                message: format!("attn_prefill needs {prefill_smem} B of shared memory: {e:?}"),
+                message: format!("{name} needs {bytes} B of shared memory: {e:?}"),
                 log: String::new(),
             })?;
+            Ok::<_, RunnerError>(func)
+        };
+        let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
+        let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
         Ok(Self {
             prefill_smem,
             embed_gather: f("embed_gather")?,
@@ -143,6 +153,8 @@ impl Kernels {
             attn_decode_block_w4u4_rope: f("attn_decode_block_w4u4_rope")?,
             attn_decode_block_w8u4_rope: f("attn_decode_block_w8u4_rope")?,
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
+            attn_decode_mma_w4s3: with_smem("attn_decode_mma_w4s3", mma_smem)?,
+            attn_decode_mma_w4s3_rope: with_smem("attn_decode_mma_w4s3_rope", mma_smem)?,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
@@ -158,7 +170,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 18] = [
+        let named: [(&'static str, &CudaFunction); 19] = [
             ("embed_gather", &self.embed_gather),
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
@@ -178,6 +190,7 @@ impl Kernels {
                 &self.attn_decode_block_w8u4_rope,
             ),
             ("attn_decode_heads_u4_rope", &self.attn_decode_heads_u4_rope),
+            ("attn_decode_mma_w4s3", &self.attn_decode_mma_w4s3),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),

@@ -113,6 +113,7 @@ impl PagedBatch {
             num_decodes: self.lay.num_decodes,
             num_q_heads: nq,
             num_kv_heads: nkv,
+            head_dim: d,
             nsplit,
             pdl: false,
             rope,
