@@ -1,8 +1,9 @@
 // Decode-GEMM microbenchmark for the H200 (built there with nvcc; the engine compiles the same
 // kernel sources with NVRTC). Times Qwen3-0.6B's GEMMs for decode batch sizes, 28 calls with
 // their own weights (the LM head's one is shared: 311 MB is far past L2) in one CUDA graph:
-// cublasGemmEx as the engine calls it, every algorithm cuBLASLt's heuristic offers, and the
-// skinny kernel with and without programmatic dependent launch. Custom results are checked
+// cublasGemmEx as the engine calls it (also with one layer's weights for all calls, so that they
+// come from L2), every algorithm cuBLASLt's heuristic offers, and the skinny kernel with and
+// without programmatic dependent launch. Custom results are checked
 // against cublasGemmEx (max |difference| / max |reference|).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I engine/src/runner/cuda scripts/gemm_bench.cu \
@@ -146,6 +147,9 @@ int main() {
             };
             gemm_ex(0, yref);
             row("cublas", "gemm_ex", time_graph(st, [&](int l) { gemm_ex(l, y); }), 0.0);
+            // The same weights in all 28 calls: from the second on, W comes from L2 (not the LM
+            // head's, which is larger than L2). The difference is what the DRAM stream costs.
+            row("cublas", "gemm_ex_l2_hot", time_graph(st, [&](int) { gemm_ex(0, y); }), 0.0);
 
             // cuBLASLt: Y^T (n x m) = W (n x k, stored k x n column-major, transposed) * X^T (k x m).
             cublasLtMatmulDesc_t op;
