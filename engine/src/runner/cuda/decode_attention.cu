@@ -2,6 +2,19 @@
 // token per sequence, flash-decoding splits merged by attn_combine.
 
 #define DEC_WARPS 4
+
+// The keys [kb, ke) of split z when a sequence's L keys are cut into nsplit splits of `per` keys,
+// `per` a whole number of `chunk`s so that every split, and every chunk in it, starts at a
+// multiple of `chunk`.
+struct KeySplit {
+    int kb, ke, per;
+};
+__device__ __forceinline__ KeySplit key_split(int L, int nsplit, int z, int chunk) {
+    int per = (L + nsplit - 1) / nsplit;
+    per = (per + chunk - 1) / chunk * chunk;
+    const int kb = z * per;
+    return {kb, kb + per < L ? kb + per : L, per};
+}
 #define DEC_EPL (HEAD_DIM / 32)
 
 __device__ __forceinline__ void bf16x_to_float(const u32* raw, float* f) {
@@ -82,10 +95,8 @@ __device__ __forceinline__ void attn_decode_body(
     const int z = unit % nsplit, kvh = (unit / nsplit) % NUM_KV_HEADS, i = unit / (nsplit * NUM_KV_HEADS);
     const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
     const int* bt = block_tables + (long long)seq * hdr[0];
-    int per = (L + nsplit - 1) / nsplit;
-    per = (per + GROUP - 1) / GROUP * GROUP;
-    const int kb = z * per;
-    const int ke = kb + per < L ? kb + per : L;
+    const KeySplit sp = key_split(L, nsplit, z, GROUP);
+    const int kb = sp.kb, ke = sp.ke;
 
     float q[GQA_GROUP][DEC_EPL];
 #pragma unroll

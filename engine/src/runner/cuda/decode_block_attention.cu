@@ -33,6 +33,17 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& u, float* f) {
     }
 }
 
+// The bf16 rounding of 8 floats, packed as they lie in memory.
+__device__ __forceinline__ uint4 float8_to_bf16x8(const float* f) {
+    u32 w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        bf162 p = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
+        w[e] = *reinterpret_cast<u32*>(&p);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // Whether the partial outputs of WARPS key-sharing warps fit in 48 KB of static shared memory;
 // the runner (DecodeKernel::supports) uses these kernels only then, and they trap otherwise.
 #define DB_FITS(WARPS) ((WARPS) * GQA_GROUP * (HEAD_DIM + 2) * 4 <= 48 * 1024)
@@ -98,6 +109,57 @@ __device__ __forceinline__ void db_norm_rope(float* x, const bf16* __restrict__ 
     }
 }
 
+// The new token's key of KV head kvh (token row `row` of qkv), 8 dimensions from dim0 per lane
+// as db_norm_rope lays them out: k-norm + RoPE at `pos` into kx, then K and V into the token's
+// cache slot (lane group 0 writes; a slot < 0 is not cached). Returns the raw V. Every lane of
+// the warp must call it (shuffles).
+__device__ __forceinline__ uint4 db_new_key(const bf16* __restrict__ qkv, bf16* __restrict__ k_cache,
+                                            bf16* __restrict__ v_cache, const RopeIn& r, int row, int kvh, int pos,
+                                            int dim0, int lane, float* kx) {
+    const bf16* kv_row = qkv + (long long)row * QKV_DIM + (NUM_Q_HEADS + kvh) * HEAD_DIM + dim0;
+    bf16x8_to_float(*reinterpret_cast<const uint4*>(kv_row), kx);
+    db_norm_rope(kx, r.k_norm, r, pos, dim0, lane);
+    const uint4 vraw = *reinterpret_cast<const uint4*>(kv_row + NUM_KV_HEADS * HEAD_DIM);
+    const int slot = r.slots[row];
+    if (lane / DB_LPK == 0 && slot >= 0) {
+        const long long off = ((long long)slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
+        *reinterpret_cast<uint4*>(k_cache + off) = float8_to_bf16x8(kx);
+        *reinterpret_cast<uint4*>(v_cache + off) = vraw;
+    }
+    return vraw;
+}
+
+// Merges the partial results of `warps` warps that shared a unit's keys: sm_o[w][j][d] (the
+// unnormalised output of query head j of the group) and sm_ml[w][j] = (max, sum). Writes the
+// output rows of decode entry i (nsplit == 1) or split z's partials for attn_combine. All
+// threads of the block take part.
+__device__ __forceinline__ void db_merge_write(const float* sm_o, const float* sm_ml, int warps, int kvh, int i,
+                                               int row, int z, int nsplit, bf16* __restrict__ out,
+                                               float* __restrict__ part_o, float* __restrict__ part_ml) {
+    for (int idx = threadIdx.x; idx < GQA_GROUP * HEAD_DIM; idx += blockDim.x) {
+        const int j = idx / HEAD_DIM, d = idx % HEAD_DIM;
+        float M = NEG_BIG;
+        for (int w = 0; w < warps; w++) M = fmaxf(M, sm_ml[(w * GQA_GROUP + j) * 2]);
+        float Ls = 0.0f, O = 0.0f;
+        for (int w = 0; w < warps; w++) {
+            const float s = exp2f(sm_ml[(w * GQA_GROUP + j) * 2] - M);
+            Ls += sm_ml[(w * GQA_GROUP + j) * 2 + 1] * s;
+            O += sm_o[(w * GQA_GROUP + j) * HEAD_DIM + d] * s;
+        }
+        const int h = kvh * GQA_GROUP + j;
+        if (nsplit == 1) {
+            out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? O / Ls : 0.0f);
+        } else {
+            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+            part_o[b * HEAD_DIM + d] = O;
+            if (d == 0) {
+                part_ml[b * 2] = M;
+                part_ml[b * 2 + 1] = Ls;
+            }
+        }
+    }
+}
+
 // HEADS: a block per (sequence, split) whose warp w takes KV head w over all of the split's
 // keys (the block reads whole slot rows of the cache at once). Otherwise a block per (sequence,
 // KV head, split) whose WARPS warps share the keys. (Loading the next chunk into registers, or
@@ -129,10 +191,8 @@ __device__ __forceinline__ void attn_decode_block_impl(
     const int wk = HEADS ? 0 : warp;  // this warp's place among the sharers
     const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
     const int* bt = block_tables + (long long)seq * hdr[0];
-    int per = (L + nsplit - 1) / nsplit;
-    per = (per + CHUNK - 1) / CHUNK * CHUNK;
-    const int kb = z * per;
-    const int ke = kb + per < L ? kb + per : L;
+    const KeySplit sp = key_split(L, nsplit, z, CHUNK);
+    const int kb = sp.kb, ke = sp.ke, per = sp.per;
     // Chunks start at multiples of CHUNK, so when block_size is one too a chunk lies in one KV
     // block: one table lookup per chunk instead of one division per key.
     const bool one_block = (block_size % CHUNK) == 0;
@@ -163,23 +223,8 @@ __device__ __forceinline__ void attn_decode_block_impl(
         for (int e = 0; e < 8; e++) acc[j][e] = 0.0f;
     }
     if (owns_new && wk == 0) {  // warp-uniform: the first sharing warp (every warp with HEADS)
-        const bf16* kv_row = qkv + (long long)row * QKV_DIM + (NUM_Q_HEADS + kvh) * HEAD_DIM + dim0;
         float kx[8];
-        bf16x8_to_float(*reinterpret_cast<const uint4*>(kv_row), kx);
-        db_norm_rope(kx, rope.k_norm, rope, pos, dim0, lane);
-        const uint4 vraw = *reinterpret_cast<const uint4*>(kv_row + NUM_KV_HEADS * HEAD_DIM);
-        const int slot = rope.slots[row];
-        if (part == 0 && slot >= 0) {
-            u32 kb16[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                bf162 p2 = __floats2bfloat162_rn(kx[2 * e], kx[2 * e + 1]);
-                kb16[e] = *reinterpret_cast<u32*>(&p2);
-            }
-            const long long off = ((long long)slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
-            *reinterpret_cast<uint4*>(k_cache + off) = make_uint4(kb16[0], kb16[1], kb16[2], kb16[3]);
-            *reinterpret_cast<uint4*>(v_cache + off) = vraw;
-        }
+        const uint4 vraw = db_new_key(qkv, k_cache, v_cache, rope, row, kvh, pos, dim0, lane, kx);
         float vf[8];
         bf16x8_to_float(vraw, vf);
 #pragma unroll
@@ -292,30 +337,7 @@ __device__ __forceinline__ void attn_decode_block_impl(
     }
     __syncthreads();
     // Warps merge in shared memory: one thread per (query head of the group, dimension).
-    for (int idx = threadIdx.x; idx < GQA_GROUP * HEAD_DIM; idx += SHARERS * 32) {
-        const int j = idx / HEAD_DIM, d = idx % HEAD_DIM;
-        float M = NEG_BIG;
-#pragma unroll
-        for (int w = 0; w < SHARERS; w++) M = fmaxf(M, sm_ml[w][j][0]);
-        float Ls = 0.0f, O = 0.0f;
-#pragma unroll
-        for (int w = 0; w < SHARERS; w++) {
-            const float s = exp2f(sm_ml[w][j][0] - M);
-            Ls += sm_ml[w][j][1] * s;
-            O += sm_o[w][j][d] * s;
-        }
-        const int h = kvh * GQA_GROUP + j;
-        if (nsplit == 1) {
-            out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? O / Ls : 0.0f);
-        } else {
-            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
-            part_o[b * HEAD_DIM + d] = O;
-            if (d == 0) {
-                part_ml[b * 2] = M;
-                part_ml[b * 2 + 1] = Ls;
-            }
-        }
-    }
+    db_merge_write(&sm_o[0][0][0], &sm_ml[0][0][0], SHARERS, kvh, i, row, z, nsplit, out, part_o, part_ml);
 }
 
 template <int WARPS, int U, bool HEADS, bool ROPE>

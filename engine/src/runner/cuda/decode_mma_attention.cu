@@ -103,10 +103,8 @@ __device__ __forceinline__ void attn_decode_mma_impl(
     const int i = unit / (nsplit * NUM_KV_HEADS);
     const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
     const int* bt = block_tables + (long long)seq * hdr[0];
-    int per = (L + nsplit - 1) / nsplit;
-    per = (per + DM_KEYS - 1) / DM_KEYS * DM_KEYS;
-    const int kb = z * per;
-    const int ke = kb + per < L ? kb + per : L;
+    const KeySplit sp = key_split(L, nsplit, z, DM_KEYS);
+    const int kb = sp.kb, ke = sp.ke, per = sp.per;
     const bool one_block = (block_size % DM_KEYS) == 0;
     const bool owns_new = ROPE && L > 0 && kb <= L - 1 && L - 1 < kb + per;
     const int pos = ROPE ? min(max(L - 1, 0), rope.max_pos - 1) : 0;
@@ -135,12 +133,7 @@ __device__ __forceinline__ void attn_decode_mma_impl(
                 float x[8];
                 bf16x8_to_float(u, x);
                 db_norm_rope(x, rope.q_norm, rope, pos, dim0, lane);
-                if (j < GQA_GROUP) {
-                    bf162 p0 = __floats2bfloat162_rn(x[0], x[1]), p1 = __floats2bfloat162_rn(x[2], x[3]);
-                    bf162 p2 = __floats2bfloat162_rn(x[4], x[5]), p3 = __floats2bfloat162_rn(x[6], x[7]);
-                    u = make_uint4(*reinterpret_cast<u32*>(&p0), *reinterpret_cast<u32*>(&p1),
-                                   *reinterpret_cast<u32*>(&p2), *reinterpret_cast<u32*>(&p3));
-                }
+                if (j < GQA_GROUP) u = float8_to_bf16x8(x);
             }
             if (dim0 < HEAD_DIM) *reinterpret_cast<uint4*>(&q_tile[j][dim0]) = u;
         }
@@ -148,29 +141,13 @@ __device__ __forceinline__ void attn_decode_mma_impl(
             *reinterpret_cast<uint4*>(&q_tile[ROWS + idx / (HEAD_DIM / 8)][(idx % (HEAD_DIM / 8)) * 8]) =
                 make_uint4(0, 0, 0, 0);
     }
-    if (owns_new && warp == 0) {  // the new key: k-norm + RoPE, then K and V into the cache slot
-        const int part = lane / DB_LPK, sub = lane % DB_LPK, dim0 = sub * 8;
-        const bf16* kv_row = qkv + (long long)row * QKV_DIM + (NUM_Q_HEADS + kvh) * HEAD_DIM + dim0;
+    if (owns_new && warp == 0) {  // the new key: k-norm + RoPE, into the cache slot and new_kv
+        const int dim0 = (lane % DB_LPK) * 8;
         float kx[8];
-        bf16x8_to_float(*reinterpret_cast<const uint4*>(kv_row), kx);
-        db_norm_rope(kx, rope.k_norm, rope, pos, dim0, lane);
-        const int slot = rope.slots[row];
-        if (part == 0 && slot >= 0) {
-            bf162 p0 = __floats2bfloat162_rn(kx[0], kx[1]), p1 = __floats2bfloat162_rn(kx[2], kx[3]);
-            bf162 p2 = __floats2bfloat162_rn(kx[4], kx[5]), p3 = __floats2bfloat162_rn(kx[6], kx[7]);
-            const long long off = ((long long)slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
-            *reinterpret_cast<uint4*>(k_cache + off) =
-                make_uint4(*reinterpret_cast<u32*>(&p0), *reinterpret_cast<u32*>(&p1), *reinterpret_cast<u32*>(&p2),
-                           *reinterpret_cast<u32*>(&p3));
-            *reinterpret_cast<uint4*>(v_cache + off) = *reinterpret_cast<const uint4*>(kv_row + NUM_KV_HEADS * HEAD_DIM);
-        }
-        if (part == 0) {
-            bf162 p0 = __floats2bfloat162_rn(kx[0], kx[1]), p1 = __floats2bfloat162_rn(kx[2], kx[3]);
-            bf162 p2 = __floats2bfloat162_rn(kx[4], kx[5]), p3 = __floats2bfloat162_rn(kx[6], kx[7]);
-            *reinterpret_cast<uint4*>(&new_kv[0][dim0]) =
-                make_uint4(*reinterpret_cast<u32*>(&p0), *reinterpret_cast<u32*>(&p1), *reinterpret_cast<u32*>(&p2),
-                           *reinterpret_cast<u32*>(&p3));
-            *reinterpret_cast<uint4*>(&new_kv[1][dim0]) = *reinterpret_cast<const uint4*>(kv_row + NUM_KV_HEADS * HEAD_DIM);
+        const uint4 vraw = db_new_key(qkv, k_cache, v_cache, rope, row, kvh, pos, dim0, lane, kx);
+        if (lane / DB_LPK == 0) {
+            *reinterpret_cast<uint4*>(&new_kv[0][dim0]) = float8_to_bf16x8(kx);
+            *reinterpret_cast<uint4*>(&new_kv[1][dim0]) = vraw;
         }
     }
     __syncthreads();  // the query tile and the new key's rows are complete
@@ -316,30 +293,7 @@ __device__ __forceinline__ void attn_decode_mma_impl(
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < GQA_GROUP * HEAD_DIM; idx += WARPS * 32) {
-        const int j = idx / HEAD_DIM, d = idx % HEAD_DIM;
-        float M = NEG_BIG;
-#pragma unroll
-        for (int w = 0; w < WARPS; w++) M = fmaxf(M, sm_ml[(w * GQA_GROUP + j) * 2]);
-        float Ls = 0.0f, O = 0.0f;
-#pragma unroll
-        for (int w = 0; w < WARPS; w++) {
-            const float sc = exp2f(sm_ml[(w * GQA_GROUP + j) * 2] - M);
-            Ls += sm_ml[(w * GQA_GROUP + j) * 2 + 1] * sc;
-            O += sm_o[(w * GQA_GROUP + j) * HEAD_DIM + d] * sc;
-        }
-        const int h = kvh * GQA_GROUP + j;
-        if (nsplit == 1) {
-            out[(long long)row * Q_DIM + h * HEAD_DIM + d] = __float2bfloat16(Ls > 0.0f ? O / Ls : 0.0f);
-        } else {
-            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
-            part_o[b * HEAD_DIM + d] = O;
-            if (d == 0) {
-                part_ml[b * 2] = M;
-                part_ml[b * 2 + 1] = Ls;
-            }
-        }
-    }
+    db_merge_write(sm_o, sm_ml, WARPS, kvh, i, row, z, nsplit, out, part_o, part_ml);
 }
 
 template <int WARPS, int STAGES, bool ROPE>
