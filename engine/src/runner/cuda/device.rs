@@ -163,6 +163,9 @@ pub(crate) enum Arg {
     F32(f32),
 }
 
+/// The most arguments a kernel launch takes (the fused decode kernels have 20).
+const MAX_KERNEL_ARGS: usize = 24;
+
 /// Launches `f` on `stream` with `args` in order.
 pub(crate) fn launch(
     stream: &CudaStream,
@@ -193,22 +196,27 @@ pub(crate) fn launch_ex(
 ) -> Result<(), RunnerError> {
     use cudarc::driver::sys;
     // Each argument in its own 8-byte slot; the driver reads as many bytes as
-    // the kernel's parameter has, from the slot's start.
-    let mut slots: Vec<[u8; 8]> = args
-        .iter()
-        .map(|a| {
-            let mut b = [0u8; 8];
-            match *a {
-                Arg::Ptr(p) => b.copy_from_slice(&p.to_ne_bytes()),
-                Arg::I64(v) => b.copy_from_slice(&v.to_ne_bytes()),
-                Arg::I32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-                Arg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-            }
-            b
-        })
-        .collect();
-    let mut params: Vec<*mut std::ffi::c_void> =
-        slots.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
+    // the kernel's parameter has, from the slot's start. Fixed arrays: this runs
+    // for every kernel of an eager step, so it allocates nothing.
+    if args.len() > MAX_KERNEL_ARGS {
+        return Err(RunnerError::Model(format!(
+            "launch {name}: {} arguments, more than the {MAX_KERNEL_ARGS} launch_ex takes",
+            args.len()
+        )));
+    }
+    let mut slots = [[0u8; 8]; MAX_KERNEL_ARGS];
+    for (b, a) in slots.iter_mut().zip(args) {
+        match *a {
+            Arg::Ptr(p) => b.copy_from_slice(&p.to_ne_bytes()),
+            Arg::I64(v) => b.copy_from_slice(&v.to_ne_bytes()),
+            Arg::I32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+            Arg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+        }
+    }
+    let mut params = [std::ptr::null_mut::<std::ffi::c_void>(); MAX_KERNEL_ARGS];
+    for (p, b) in params.iter_mut().zip(slots.iter_mut()) {
+        *p = b.as_mut_ptr().cast();
+    }
     // SAFETY: an all-zero attribute is valid plain data; id and value are set below.
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
