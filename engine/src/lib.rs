@@ -3,7 +3,8 @@
 //! The scheduler, the KV-cache manager with prefix caching and the engine loop
 //! in this crate are shared, unchanged, by the real engine (CPU or CUDA model
 //! runner) and by the simulator (`sim`'s simulated runner). Nothing here reads a
-//! clock or does I/O apart from the model runners and the weight loaders.
+//! clock or does I/O apart from the model runners, the weight loaders and
+//! [`date::utc_now`], which only the tools that stamp their records call.
 //!
 //! Layout: [`config`] (engine settings, vLLM names), [`request`] (what a user
 //! submits and its lifecycle), [`kv_cache`] (block pool, hashing, prefix
@@ -13,6 +14,7 @@
 
 pub mod config;
 pub mod core;
+pub mod date;
 pub mod kv_cache;
 pub mod model;
 pub mod request;

@@ -19,12 +19,13 @@
 use crate::backend::runner::{self, RunnerLimits};
 use crate::backend::{LoadedModel, ModelChoice, RunnerKind, DEFAULT_GPU};
 use crate::cli_args::RunnerArgs;
-use crate::output::{git_commit, utc_now};
+use crate::output::git_commit;
 use crate::table::{Cell, Table};
 use anyhow::Context;
 use calibration::fit::{relative_error_pct, HOLDOUT_EVERY};
 use calibration::{fit, measure, CostProfile, Grid, Provenance, Sample};
 use clap::{Args, ValueEnum};
+use engine::date::utc_now;
 use engine::BatchShape;
 use indicatif::{ProgressBar, ProgressStyle};
 use sim::{CostModel, ModelShape};

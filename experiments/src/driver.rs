@@ -290,7 +290,7 @@ fn write_mode_files(
             })
             .collect(),
         commit: output::git_commit(),
-        date_utc: output::utc_now(),
+        date_utc: engine::date::utc_now(),
     };
     let meta_text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
         .map_err(|e| DriverError::Meta(e.to_string()))?;

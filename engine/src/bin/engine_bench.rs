@@ -35,16 +35,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn today() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
     (0..n)
         .map(|i| ((i * 7919 + salt * 104_729 + 13) % vocab) as u32)
@@ -310,7 +300,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         return Ok(());
     }
-    let date = today();
+    let date = engine::date::utc_now();
     let mut csv = String::from("kind,batch,tokens,ms_median,tok_s,date\n");
     for &b in &batches {
         match decode(&mut r, b, cfg.vocab_size, budget) {

@@ -63,16 +63,6 @@ impl LogitsRunner for Cpu {
 
 const BLOCK_SIZE: usize = 16;
 
-fn today() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 fn runner_config(max_len: usize, budget: usize, blocks: usize) -> CudaRunnerConfig {
     CudaRunnerConfig {
         block_size: BLOCK_SIZE,
@@ -299,7 +289,7 @@ fn main() {
     };
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
     let steps: usize = value("--steps").and_then(|s| s.parse().ok()).unwrap_or(64);
-    let date = today();
+    let date = engine::date::utc_now();
     let mut ok = true;
     if flag("--quick") || flag("--all") {
         ok &= quick();
