@@ -8,7 +8,7 @@
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]
-//! [--only-decode B [--decode-kernel NAME]]`:
+//! [--only-decode B [--decode-kernel NAME [--split-target WARPS]]]`:
 //! `--tune` times every decode-attention kernel and split target (`tune.csv`),
 //! `--profile` the step with kernel groups left out (`profile.csv`);
 //! `--only-decode B` times decode steps at batch B only (with the decode
@@ -291,7 +291,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         DecodeKernel::ALL
                     )
                 })?;
-            r.set_decode_tuning(Some(kernel), 2048)?;
+            let target = match value("--split-target") {
+                Some(t) => t
+                    .parse()
+                    .map_err(|_| format!("--split-target takes a warp count, not {t}"))?,
+                None => 2048,
+            };
+            r.set_decode_tuning(Some(kernel), target)?;
         }
         let s = decode(&mut r, b, cfg.vocab_size, budget)?;
         println!(
