@@ -24,11 +24,6 @@ pub enum DecodeKernel {
     /// than the block kernels on the H200 at every batch size measured (results/h200/NOTES.md),
     /// so only `--tune` and the self-tests run it.
     MmaW4S3,
-    /// Tensor cores with K and V loaded from the cache straight into MMA fragments (V
-    /// transposed in registers): a block of 2 warps per unit, 16-key tiles, no staging.
-    MmaRegW2,
-    /// As `MmaRegW2` with 4 warps per unit.
-    MmaRegW4,
 }
 
 /// Dynamic shared memory of the tensor-core decode kernels (`DM_SMEM_BYTES` in
@@ -51,14 +46,12 @@ enum Layout {
 }
 
 impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 7] = [
+    pub const ALL: [DecodeKernel; 5] = [
         DecodeKernel::Prefetch8,
         DecodeKernel::BlockW4U4,
         DecodeKernel::BlockW8U4,
         DecodeKernel::HeadsU4,
         DecodeKernel::MmaW4S3,
-        DecodeKernel::MmaRegW2,
-        DecodeKernel::MmaRegW4,
     ];
 
     /// The fastest kernel for `n_dec` decodes that handles the shape, from
@@ -87,8 +80,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
             DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
             DecodeKernel::MmaW4S3 => Layout::BlockPerUnit(4),
-            DecodeKernel::MmaRegW2 => Layout::BlockPerUnit(2),
-            DecodeKernel::MmaRegW4 => Layout::BlockPerUnit(4),
         }
     }
 
@@ -128,12 +119,6 @@ impl DecodeKernel {
             // registers, the group in one 16-row tile.
             return head_dim.is_multiple_of(16) && head_dim <= 128 && gqa_group <= 16;
         }
-        if matches!(self, DecodeKernel::MmaRegW2 | DecodeKernel::MmaRegW4) {
-            // DR_SUPPORTED (decode_mmr_attention.cu): 32-dim chunks, the fp32 output tile in
-            // registers, the group in the 8 columns of one tile; its static shared memory (query tile,
-            // new key, the warps' partial outputs) is then under 48 KB.
-            return head_dim.is_multiple_of(32) && head_dim <= 128 && gqa_group <= 8;
-        }
         match self.layout() {
             Layout::WarpPerUnit => true,
             Layout::BlockPerUnit(w) => fits(w),
@@ -155,8 +140,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
             DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
             DecodeKernel::MmaW4S3 => Some(&k.attn_decode_mma_w4s3_rope),
-            DecodeKernel::MmaRegW2 => Some(&k.attn_decode_mmr_w2_rope),
-            DecodeKernel::MmaRegW4 => Some(&k.attn_decode_mmr_w4_rope),
         }
     }
 
@@ -167,8 +150,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
             DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
             DecodeKernel::MmaW4S3 => &k.attn_decode_mma_w4s3,
-            DecodeKernel::MmaRegW2 => &k.attn_decode_mmr_w2,
-            DecodeKernel::MmaRegW4 => &k.attn_decode_mmr_w4,
         }
     }
 }
