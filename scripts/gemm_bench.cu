@@ -14,7 +14,6 @@
 #include "kernels.cu"
 #include "attention.cu"
 #include "skinny_gemm.cu"
-#include "cluster_gemm.cu"
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <algorithm>
@@ -65,31 +64,6 @@ static void skinny(cudaStream_t st, const bf16* x, const bf16* w, bf16* y, int m
     CK(cudaLaunchKernelEx(&cfg, f[(m + 15) / 16 - 1], x, w, (void*)y, m, n, k, 0));
 }
 
-typedef void (*ClusterGemmFn)(const bf16*, const bf16*, bf16*, int, int, int);
-static const ClusterGemmFn CLUSTER_GEMM[2][3] = {{cluster_gemm_c1, cluster_gemm_c2, cluster_gemm_c3},
-                                                 {cluster_gemm_silu_c1, cluster_gemm_silu_c2, cluster_gemm_silu_c3}};
-
-// The cluster GEMM with `cs` blocks per cluster and `nc` chunks per warp (K == cs * 8 * 32 * nc);
-// silu: x is the gate_up buffer.
-static void cluster_gemm(cudaStream_t st, const bf16* x, const bf16* w, bf16* y, int m, int n, int k, int cs, int nc,
-                         bool silu) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = cs;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3(cs, n / CG_COLS);
-    cfg.blockDim = dim3(CG_WARPS * 32);
-    cfg.dynamicSmemBytes = CG_SMEM_BYTES;
-    cfg.stream = st;
-    cfg.attrs = at;
-    cfg.numAttrs = 2;
-    CK(cudaLaunchKernelEx(&cfg, CLUSTER_GEMM[silu][nc - 1], x, w, y, m, n, k));
-}
-
 // Median microseconds per call of `call(layer)` over 28 layers in one graph.
 static double time_graph(cudaStream_t st, const std::function<void(int)>& call) {
     cudaGraph_t g;
@@ -129,7 +103,7 @@ static double max_rel_diff(const bf16* a_d, const bf16* b_d, size_t n) {
     return err / (mx + 1e-30);
 }
 
-int main(int argc, char**) {
+int main() {
     cublasHandle_t h;
     cublasCreate(&h);
     cublasLtHandle_t lt;
@@ -156,19 +130,10 @@ int main(int argc, char**) {
     CK(cudaMalloc(&y, 64 * 151936 * 2));
     CK(cudaMalloc(&yref, 64 * 151936 * 2));
     fill<<<1024, 256>>>(x, 64 * 3072, 7);
-    bf16 *gu, *act;
-    CK(cudaMalloc(&gu, 64 * 2 * 3072 * 2));
-    CK(cudaMalloc(&act, 64 * 3072 * 2));
-    fill<<<1024, 256>>>(gu, 64 * 2 * 3072, 11);
-    for (int s = 0; s < 2; s++)
-        for (int c = 0; c < 3; c++)
-            CK(cudaFuncSetAttribute(CLUSTER_GEMM[s][c], cudaFuncAttributeMaxDynamicSharedMemorySize, CG_SMEM_BYTES));
     CK(cudaDeviceSynchronize());
     const float alpha = 1.f, beta = 0.f;
     printf("m,shape,impl,variant,us_per_gemm,gb_s,max_rel_diff\n");
-    const bool only_cluster = argc > 1;
     for (int m : {1, 8, 16, 24, 32, 48, 64}) {
-        if (only_cluster && m < 16) continue;
         for (int s = 0; s < NSHAPES; s++) {
             const Shape& sh = SHAPES[s];
             const double bytes = (double)sh.n * sh.k * 2;
@@ -182,41 +147,6 @@ int main(int argc, char**) {
             };
             gemm_ex(0, yref);
             row("cublas", "gemm_ex", time_graph(st, [&](int l) { gemm_ex(l, y); }), 0.0);
-            // The cluster GEMM for every (cluster size, chunks per warp) that tiles K.
-            for (int cs = 1; cs <= 8 && s < 4; cs++)
-                for (int nc = 1; nc <= 3; nc++) {
-                    if (sh.k != cs * CG_WARPS * 32 * nc || sh.n % CG_COLS != 0) continue;
-                    cluster_gemm(st, x, wts[s], y, m, sh.n, sh.k, cs, nc, false);
-                    CK(cudaStreamSynchronize(st));
-                    double diff = max_rel_diff(y, yref, (size_t)m * sh.n);
-                    char v[32];
-                    snprintf(v, sizeof v, "cs%d_nc%d", cs, nc);
-                    row("cluster", v, time_graph(st, [&](int l) {
-                            cluster_gemm(st, x, wts[l * NSHAPES + s], y, m, sh.n, sh.k, cs, nc, false);
-                        }), diff);
-                    if (s != 3) continue;
-                    // down with silu_mul fused, against silu_mul + cublasGemmEx on its output.
-                    const long long total = (long long)m * sh.k / 8;
-                    auto silu_then_gemm = [&](int l) {
-                        silu_mul<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(gu, act, sh.k, total);
-                        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, sh.n, m, sh.k, &alpha, wts[l * NSHAPES + s],
-                                     CUDA_R_16BF, sh.k, act, CUDA_R_16BF, sh.k, &beta, y, CUDA_R_16BF, sh.n,
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-                    };
-                    silu_then_gemm(0);
-                    CK(cudaStreamSynchronize(st));
-                    CK(cudaMemcpy(yref, y, (size_t)m * sh.n * 2, cudaMemcpyDeviceToDevice));
-                    row("silu+cublas", "silu_mul_then_gemm_ex", time_graph(st, silu_then_gemm), 0.0);
-                    cluster_gemm(st, gu, wts[s], y, m, sh.n, sh.k, cs, nc, true);
-                    CK(cudaStreamSynchronize(st));
-                    diff = max_rel_diff(y, yref, (size_t)m * sh.n);
-                    row("cluster_silu", v, time_graph(st, [&](int l) {
-                            cluster_gemm(st, gu, wts[l * NSHAPES + s], y, m, sh.n, sh.k, cs, nc, true);
-                        }), diff);
-                    gemm_ex(0, yref);
-                    CK(cudaStreamSynchronize(st));
-                }
-            if (only_cluster) continue;
             // The same weights in all 28 calls: from the second on, W comes from L2 (not the LM
             // head's, which is larger than L2). The difference is what the DRAM stream costs.
             row("cublas", "gemm_ex_l2_hot", time_graph(st, [&](int) { gemm_ex(0, y); }), 0.0);

@@ -178,15 +178,6 @@ extern "C" __global__ void qk_norm_rope_cache(bf16* __restrict__ qkv, const bf16
     }
 }
 
-// silu(gate) * up of two bf16 pairs, computed in fp32 and rounded to bf16 (silu_mul, and the
-// cluster GEMM's fused prologue: the same rounding on both paths).
-__device__ __forceinline__ u32 silu_mul_pair(u32 g2, u32 u2) {
-    const float2 gf = __bfloat1622float2(*reinterpret_cast<const bf162*>(&g2));
-    const float2 uf = __bfloat1622float2(*reinterpret_cast<const bf162*>(&u2));
-    bf162 r = __floats2bfloat162_rn(gf.x / (1.0f + __expf(-gf.x)) * uf.x, gf.y / (1.0f + __expf(-gf.y)) * uf.y);
-    return *reinterpret_cast<u32*>(&r);
-}
-
 // gu row t = [gate (inter) | up (inter)]; act[t] = silu(gate) * up. 8 elements per thread
 // (inter % 8 == 0); `total` counts groups of 8.
 extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restrict__ act, int inter, long long total) {
@@ -197,8 +188,15 @@ extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restric
     long long t = i / groups, j = (i % groups) * 8;
     uint4 g = *reinterpret_cast<const uint4*>(gu + t * 2 * inter + j);
     uint4 u = *reinterpret_cast<const uint4*>(gu + t * 2 * inter + inter + j);
-    *reinterpret_cast<uint4*>(act + t * inter + j) = make_uint4(silu_mul_pair(g.x, u.x), silu_mul_pair(g.y, u.y),
-                                                                silu_mul_pair(g.z, u.z), silu_mul_pair(g.w, u.w));
+    u32 gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w}, os[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 gf = __bfloat1622float2(*reinterpret_cast<bf162*>(&gs[e]));
+        float2 uf = __bfloat1622float2(*reinterpret_cast<bf162*>(&us[e]));
+        bf162 r = __floats2bfloat162_rn(gf.x / (1.0f + __expf(-gf.x)) * uf.x, gf.y / (1.0f + __expf(-gf.y)) * uf.y);
+        os[e] = *reinterpret_cast<u32*>(&r);
+    }
+    *reinterpret_cast<uint4*>(act + t * inter + j) = make_uint4(os[0], os[1], os[2], os[3]);
 }
 
 // Greedy sampling: best[r] = a key for the argmax of logits row r (lowest index on ties).

@@ -18,7 +18,6 @@ const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
 const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
-const CLUSTER_GEMM_CU: &str = include_str!("cluster_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +55,7 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}\n{CLUSTER_GEMM_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
