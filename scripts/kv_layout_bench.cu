@@ -4,6 +4,8 @@
 // its keys' rows, 16 lanes x 16 bytes per 256-byte row, U rows of K and of V in flight per lane
 // group, and sums them (so the loads are not dropped). The warps take chunks of 2U keys in turn
 // (as attn_decode_block does), or a contiguous quarter of the keys each ("-contiguous").
+// "-fragments": the loads of a kernel that reads the cache straight into MMA fragments
+// (stream_frag below; u = 16 keys per tile).
 //
 //   slot-major: [slot][kv head][dim], the runner's layout: a head's row every 2 KB;
 //   page-major: [page][kv head][16 slots][dim]: a head's 16 rows of a page contiguous (4 KB).
@@ -47,6 +49,65 @@ __global__ void __launch_bounds__(128) stream(const uint4* __restrict__ k, const
     if (acc == 1.2345f) out[0] = acc;
 }
 
+// MMA-fragment order (the register tensor-core kernel of commit 9707a43): a warp takes 16-key
+// tiles; lane (g, tig) reads keys g and g + 8 of the tile, 16 bytes at dims 32c + 8 tig for each
+// 32-dim chunk c, so one load instruction covers 8 rows x 64 bytes. Tiles go to the warps in
+// turn, or in contiguous runs (CONTIG).
+template <bool PAGE_MAJOR, bool CONTIG>
+__global__ void __launch_bounds__(128) stream_frag(const uint4* __restrict__ k, const uint4* __restrict__ v,
+                                                   float* out) {
+    const int seq = blockIdx.x / HEADS, head = blockIdx.x % HEADS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+    constexpr int TILES = (KEYS + 15) / 16, PER = (TILES + 3) / 4;
+    const int t0 = CONTIG ? warp * PER : warp, t1 = CONTIG ? min(TILES, (warp + 1) * PER) : TILES;
+    const int step = CONTIG ? 1 : 4;
+    float acc = 0.f;
+    for (int t = t0; t < t1; t += step) {
+        uint4 kr[2][DIM / 32], vr[2][DIM / 32];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int key = t * 16 + h * 8 + g;
+            const long long slot = (long long)seq * KEYS + key;
+            long long row;
+            if (PAGE_MAJOR) row = ((slot / PAGE) * HEADS + head) * PAGE + slot % PAGE;
+            else row = slot * HEADS + head;
+#pragma unroll
+            for (int c = 0; c < DIM / 32; c++) {
+                kr[h][c] = key < KEYS ? __ldg(k + row * (DIM / 8) + 4 * c + tig) : make_uint4(0, 0, 0, 0);
+                vr[h][c] = key < KEYS ? __ldg(v + row * (DIM / 8) + 4 * c + tig) : make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int c = 0; c < DIM / 32; c++)
+                acc += __uint_as_float(kr[h][c].x ^ vr[h][c].y) + __uint_as_float(kr[h][c].z ^ vr[h][c].w);
+    }
+    if (acc == 1.2345f) out[0] = acc;
+}
+template <bool PM, bool CONTIG>
+static void run_frag(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<float> ts;
+    for (int r = 0; r < 30; r++) {
+        cudaEventRecord(a);
+        for (int l = 0; l < layers; l++) {
+            const long long off = (long long)l * SEQS * KEYS * HEADS * DIM / 8;
+            stream_frag<PM, CONTIG><<<SEQS * HEADS, 128>>>(k + off, v + off, out);
+        }
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        if (r >= 5) ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    const double ms = ts[ts.size() / 2] / layers;
+    const double bytes = 2.0 * SEQS * KEYS * HEADS * DIM * 2;
+    printf("%s,%d,%.2f,%.0f\n", name, 16, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+}
 template <bool PM, int U, bool CONTIG = false>
 static void run(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
     cudaEvent_t a, b;
@@ -101,5 +162,10 @@ int main() {
     run<false, 8, true>("slot-major-contiguous", k, v, out, layers);
     run<false, 3>("slot-major", k, v, out, layers);
     run<false, 6>("slot-major", k, v, out, layers);
+    run_frag<false, false>("slot-major-fragments", k, v, out, layers);
+    run_frag<false, true>("slot-major-fragments-contiguous", k, v, out, layers);
+    run_frag<true, false>("page-major-fragments", k, v, out, layers);
+    run_frag<true, true>("page-major-fragments-contiguous", k, v, out, layers);
+    run<false, 4>("slot-major", k, v, out, layers);
     return 0;
 }
