@@ -4,6 +4,7 @@
 // its keys' rows, 16 lanes x 16 bytes per 256-byte row, U rows of K and of V in flight per lane
 // group, and sums them (so the loads are not dropped). The warps take chunks of 2U keys in turn
 // (as attn_decode_block does), or a contiguous quarter of the keys each ("-contiguous").
+// "-runs-of-G": each warp takes G consecutive chunks before the next warp's turn.
 // "-fragments": the loads of a kernel that reads the cache straight into MMA fragments
 // (stream_frag below; u = 16 keys per tile).
 //
@@ -23,15 +24,25 @@
 #define PAGE 16
 
 // CONTIG: warp w takes keys [w * KEYS / 4, (w + 1) * KEYS / 4) instead of every fourth chunk.
-template <bool PAGE_MAJOR, int U, bool CONTIG = false>
+// Uses every byte of both loads, so that the compiler keeps them 16-byte loads (a sum of half
+// the words let it narrow them to 4-byte loads, and the timings then moved between builds).
+__device__ __forceinline__ float uses16(const uint4& a, const uint4& b) {
+    return __uint_as_float((a.x ^ b.y) + (a.y ^ b.x)) + __uint_as_float((a.z ^ b.w) + (a.w ^ b.z));
+}
+// G: the warps take runs of G chunks in turn (a warp's G chunks are consecutive keys), still U
+// loads per lane in flight at a time.
+template <bool PAGE_MAJOR, int U, bool CONTIG = false, int G = 1>
 __global__ void __launch_bounds__(128) stream(const uint4* __restrict__ k, const uint4* __restrict__ v, float* out) {
     const int seq = blockIdx.x / HEADS, head = blockIdx.x % HEADS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane >> 4, sub = lane & 15;
     float acc = 0.f;
-    const int first = CONTIG ? warp * (KEYS / 4) : warp * 2 * U;
+    const int first = CONTIG ? warp * (KEYS / 4) : warp * 2 * U * G;
     const int last = CONTIG ? (warp + 1) * (KEYS / 4) : KEYS;
-    const int step = CONTIG ? 2 * U : 4 * 2 * U;
-    for (int base = first; base < last; base += step) {
+    const int step = CONTIG ? 2 * U : 4 * 2 * U * G;
+    for (int run0 = first; run0 < last; run0 += step)
+    for (int gi = 0; gi < (CONTIG ? 1 : G); gi++) {
+        const int base = run0 + gi * 2 * U;
+        if (base >= last) break;
         uint4 kr[U], vr[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -44,7 +55,7 @@ __global__ void __launch_bounds__(128) stream(const uint4* __restrict__ k, const
             vr[u] = key < last ? __ldg(v + row * (DIM / 8) + sub) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++) acc += __uint_as_float(kr[u].x ^ vr[u].y) + __uint_as_float(kr[u].z ^ vr[u].w);
+        for (int u = 0; u < U; u++) acc += uses16(kr[u], vr[u]);
     }
     if (acc == 1.2345f) out[0] = acc;
 }
@@ -81,7 +92,7 @@ __global__ void __launch_bounds__(128) stream_frag(const uint4* __restrict__ k, 
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int c = 0; c < DIM / 32; c++)
-                acc += __uint_as_float(kr[h][c].x ^ vr[h][c].y) + __uint_as_float(kr[h][c].z ^ vr[h][c].w);
+                acc += uses16(kr[h][c], vr[h][c]);
     }
     if (acc == 1.2345f) out[0] = acc;
 }
@@ -108,7 +119,7 @@ static void run_frag(const char* name, const uint4* k, const uint4* v, float* ou
     const double bytes = 2.0 * SEQS * KEYS * HEADS * DIM * 2;
     printf("%s,%d,%.2f,%.0f\n", name, 16, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
 }
-template <bool PM, int U, bool CONTIG = false>
+template <bool PM, int U, bool CONTIG = false, int G = 1>
 static void run(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
@@ -118,7 +129,7 @@ static void run(const char* name, const uint4* k, const uint4* v, float* out, in
         cudaEventRecord(a);
         for (int l = 0; l < layers; l++) {
             const long long off = (long long)l * SEQS * KEYS * HEADS * DIM / 8;
-            stream<PM, U, CONTIG><<<SEQS * HEADS, 128>>>(k + off, v + off, out);
+            stream<PM, U, CONTIG, G><<<SEQS * HEADS, 128>>>(k + off, v + off, out);
         }
         cudaEventRecord(b);
         cudaEventSynchronize(b);
@@ -162,6 +173,9 @@ int main() {
     run<false, 8, true>("slot-major-contiguous", k, v, out, layers);
     run<false, 3>("slot-major", k, v, out, layers);
     run<false, 6>("slot-major", k, v, out, layers);
+    run<false, 4, false, 2>("slot-major-runs-of-2", k, v, out, layers);
+    run<false, 4, false, 4>("slot-major-runs-of-4", k, v, out, layers);
+    run<false, 2, false, 2>("slot-major-runs-of-2", k, v, out, layers);
     run_frag<false, false>("slot-major-fragments", k, v, out, layers);
     run_frag<false, true>("slot-major-fragments-contiguous", k, v, out, layers);
     run_frag<true, false>("page-major-fragments", k, v, out, layers);
