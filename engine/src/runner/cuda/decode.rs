@@ -24,11 +24,6 @@ pub enum DecodeKernel {
     /// than the block kernels on the H200 at every batch size measured (results/h200/NOTES.md),
     /// so only `--tune` and the self-tests run it.
     MmaW4S3,
-    /// `BlockW4U4` with its loads going through a 3-stage cp.async pipeline per warp in
-    /// shared memory: more bytes in flight per SM than registers allow.
-    BlockW4U4S3,
-    /// `HeadsU4` through the same pipeline.
-    HeadsU4S3,
 }
 
 /// Dynamic shared memory of the tensor-core decode kernels (`DM_SMEM_BYTES` in
@@ -37,13 +32,6 @@ pub enum DecodeKernel {
 pub(crate) fn mma_smem_bytes(head_dim: usize, warps: usize, stages: usize) -> u32 {
     let row = (head_dim + 8) * 2;
     (warps * stages * 2 * 16 * row + 18 * row) as u32
-}
-
-/// Dynamic shared memory of a staged block kernel (`db_stage_load` in
-/// decode_block_attention.cu): per warp and stage, 4 loads of K and of V of
-/// 16 bytes for each of 32 lanes.
-pub(crate) fn block_stage_smem_bytes(warps: usize, stages: usize) -> u32 {
-    (warps * stages * 4 * 2 * 32 * 16) as u32
 }
 
 /// How a kernel maps units of work onto blocks.
@@ -58,14 +46,12 @@ enum Layout {
 }
 
 impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 7] = [
+    pub const ALL: [DecodeKernel; 5] = [
         DecodeKernel::Prefetch8,
         DecodeKernel::BlockW4U4,
         DecodeKernel::BlockW8U4,
         DecodeKernel::HeadsU4,
         DecodeKernel::MmaW4S3,
-        DecodeKernel::BlockW4U4S3,
-        DecodeKernel::HeadsU4S3,
     ];
 
     /// The fastest kernel for `n_dec` decodes that handles the shape, from
@@ -94,8 +80,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
             DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
             DecodeKernel::MmaW4S3 => Layout::BlockPerUnit(4),
-            DecodeKernel::BlockW4U4S3 => Layout::BlockPerUnit(4),
-            DecodeKernel::HeadsU4S3 => Layout::BlockPerSplit,
         }
     }
 
@@ -107,28 +91,10 @@ impl DecodeKernel {
         }
     }
 
-    /// Pipeline stages of a staged CUDA-core block kernel; `None` for the others.
-    fn block_stages(self) -> Option<usize> {
-        match self {
-            DecodeKernel::BlockW4U4S3 | DecodeKernel::HeadsU4S3 => Some(3),
-            _ => None,
-        }
-    }
-
-    /// Dynamic shared memory a launch of this kernel takes for a model with
-    /// `num_kv_heads` KV heads (a block of the per-split layout has a warp per head).
-    pub(crate) fn smem_bytes(self, head_dim: usize, num_kv_heads: usize) -> u32 {
-        if let Some(stages) = self.mma_stages() {
-            return mma_smem_bytes(head_dim, self.warps_per_unit(), stages);
-        }
-        match self.block_stages() {
-            Some(stages) => {
-                let warps = match self.layout() {
-                    Layout::BlockPerSplit => num_kv_heads,
-                    _ => self.warps_per_unit(),
-                };
-                block_stage_smem_bytes(warps, stages)
-            }
+    /// Dynamic shared memory a launch of this kernel takes.
+    fn smem_bytes(self, head_dim: usize) -> u32 {
+        match self.mma_stages() {
+            Some(stages) => mma_smem_bytes(head_dim, self.warps_per_unit(), stages),
             None => 0,
         }
     }
@@ -153,15 +119,10 @@ impl DecodeKernel {
             // registers, the group in one 16-row tile.
             return head_dim.is_multiple_of(16) && head_dim <= 128 && gqa_group <= 16;
         }
-        // A staged block's dynamic shared memory stays within the H200's 227 KB.
-        let staged_fits = |warps: usize| {
-            self.block_stages()
-                .is_none_or(|s| block_stage_smem_bytes(warps, s) as usize <= 160 * 1024)
-        };
         match self.layout() {
             Layout::WarpPerUnit => true,
-            Layout::BlockPerUnit(w) => fits(w) && staged_fits(w),
-            Layout::BlockPerSplit => num_kv_heads <= 32 && fits(1) && staged_fits(num_kv_heads),
+            Layout::BlockPerUnit(w) => fits(w),
+            Layout::BlockPerSplit => num_kv_heads <= 32 && fits(1),
         }
     }
 
@@ -179,8 +140,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
             DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
             DecodeKernel::MmaW4S3 => Some(&k.attn_decode_mma_w4s3_rope),
-            DecodeKernel::BlockW4U4S3 => Some(&k.attn_decode_block_w4u4s3_rope),
-            DecodeKernel::HeadsU4S3 => Some(&k.attn_decode_heads_u4s3_rope),
         }
     }
 
@@ -191,8 +150,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
             DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
             DecodeKernel::MmaW4S3 => &k.attn_decode_mma_w4s3,
-            DecodeKernel::BlockW4U4S3 => &k.attn_decode_block_w4u4s3,
-            DecodeKernel::HeadsU4S3 => &k.attn_decode_heads_u4s3,
         }
     }
 }
@@ -297,7 +254,7 @@ pub(crate) fn enqueue_decode_attention(
         "attn_decode",
         (blocks as u32, 1, 1),
         threads as u32,
-        kernel.smem_bytes(a.head_dim, a.num_kv_heads),
+        kernel.smem_bytes(a.head_dim),
         &args,
         a.pdl,
     )?;

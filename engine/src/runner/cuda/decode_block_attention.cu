@@ -70,37 +70,6 @@ __device__ __forceinline__ void db_load(uint4* kr, uint4* vr, const bf16* __rest
     }
 }
 
-// STAGES > 0: the same loads as db_load, but as cp.async copies into this lane's own 16-byte
-// slots of a shared-memory stage ([U][K, V][32 lanes] uint4 per warp and stage), zero-filled
-// where db_load gives zeros, and always one commit group. The lane later reads back only what
-// it copied, so no barrier is needed between the copy and the read.
-template <int U>
-__device__ __forceinline__ void db_stage_load(uint4* stage, const bf16* __restrict__ k_cache,
-                                              const bf16* __restrict__ v_cache, const int* __restrict__ bt,
-                                              int block_size, bool one_block, int kvh, int part, int dim0,
-                                              bool has_dims, int base, int end, int lane) {
-    const long long slot0 =
-        one_block && base < end ? (long long)bt[base / block_size] * block_size + base % block_size : 0;
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        const int key = base + u * DB_KPW + part;
-        const bool valid = key < end && has_dims;
-        long long off = 0;
-        if (valid) {
-            const long long slot = one_block ? slot0 + u * DB_KPW + part
-                                             : (long long)bt[key / block_size] * block_size + key % block_size;
-            off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
-        }
-        const u32 kd = (u32)__cvta_generic_to_shared(&stage[(u * 2) * 32 + lane]);
-        const u32 vd = (u32)__cvta_generic_to_shared(&stage[(u * 2 + 1) * 32 + lane]);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(kd), "l"(k_cache + off),
-                     "r"(valid ? 16 : 0));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(vd), "l"(v_cache + off),
-                     "r"(valid ? 16 : 0));
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
 // q/k-norm + RoPE of one head row held 8 elements per lane (dims dim0 .. dim0 + 8 of a lane
 // group of DB_LPK lanes), as qk_norm_rope_cache does it: RMSNorm over the head, times the norm
 // weight, rounded to bf16; then rotate-half RoPE at `pos`, rounded to bf16. Needs HEAD_DIM ==
@@ -201,7 +170,7 @@ __device__ __forceinline__ void db_merge_write(const float* sm_o, const float* s
 // heads; the block whose split holds the new key (position L - 1) rotates it, writes K and V to
 // the cache slot, and folds the key in from registers (its cache loop stops before it, since
 // this kernel's own writes are not visible to its read-only loads).
-template <int WARPS, int U, bool HEADS, bool ROPE, int STAGES>
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_impl(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,
@@ -273,34 +242,9 @@ __device__ __forceinline__ void attn_decode_block_impl(
             }
         }
     }
-    // STAGES > 0: the warp's chunks go through a cp.async pipeline of STAGES stages in dynamic
-    // shared memory (STAGES - 1 chunks in flight while one is computed), which puts more bytes
-    // in flight per SM than registers allow without costing warps.
-    extern __shared__ __align__(16) uint4 db_stages[];
-    uint4* const my_stages = db_stages + (size_t)warp * (STAGES > 0 ? STAGES : 1) * U * 2 * 32;
-    const int first = kb + wk * CHUNK, stride = SHARERS * CHUNK;
-    if constexpr (STAGES > 0) {
-#pragma unroll
-        for (int st = 0; st < STAGES - 1; st++)
-            db_stage_load<U>(my_stages + st * U * 2 * 32, k_cache, v_cache, bt, block_size, one_block, kvh, part,
-                             dim0, has_dims, first + st * stride, kend, lane);
-    }
-    int t = 0;
-    for (int base = first; base < kend; base += stride, t++) {
+    for (int base = kb + wk * CHUNK; base < kend; base += SHARERS * CHUNK) {
         uint4 kr[U], vr[U];
-        if constexpr (STAGES > 0) {
-            db_stage_load<U>(my_stages + ((t + STAGES - 1) % STAGES) * U * 2 * 32, k_cache, v_cache, bt, block_size,
-                             one_block, kvh, part, dim0, has_dims, base + (STAGES - 1) * stride, kend, lane);
-            asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
-            const uint4* cur = my_stages + (t % STAGES) * U * 2 * 32;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                kr[u] = cur[(u * 2) * 32 + lane];
-                vr[u] = cur[(u * 2 + 1) * 32 + lane];
-            }
-        } else {
-            db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, kend);
-        }
+        db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, kend);
 #pragma unroll
         for (int j = 0; j < GQA_GROUP; j++) {
             float sc[U];
@@ -340,7 +284,6 @@ __device__ __forceinline__ void attn_decode_block_impl(
             }
         }
     }
-    if constexpr (STAGES > 0) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     // Lane groups of a warp (same dims, different keys) merge by shuffles.
 #pragma unroll
     for (int o = DB_LPK; o < 32; o <<= 1) {
@@ -397,16 +340,15 @@ __device__ __forceinline__ void attn_decode_block_impl(
     db_merge_write(&sm_o[0][0][0], &sm_ml[0][0][0], SHARERS, kvh, i, row, z, nsplit, out, part_o, part_ml);
 }
 
-template <int WARPS, int U, bool HEADS, bool ROPE, int STAGES>
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_body(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
     const int* __restrict__ decodes, const int* __restrict__ block_tables, const int* __restrict__ hdr,
     int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
     const RopeIn& rope) {
     if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32 && (!ROPE || HEAD_DIM == 8 * DB_LPK)) {
-        attn_decode_block_impl<WARPS, U, HEADS, ROPE, STAGES>(qkv, k_cache, v_cache, out, decodes, block_tables,
-                                                              hdr, block_size, scale_log2, part_o, part_ml, nsplit,
-                                                              rope);
+        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,
+                                                      block_size, scale_log2, part_o, part_ml, nsplit, rope);
     } else {
         __trap();
     }
@@ -422,11 +364,11 @@ __device__ __forceinline__ void attn_decode_block_body(
         int n_units
 #define DECODE_BLOCK_ARGS \
     qkv, k_cache, v_cache, out, decodes, block_tables, hdr, block_size, scale_log2, part_o, part_ml, nsplit
-#define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS, STAGES)                                                     \
+#define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS)                                                             \
     extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(DECODE_BLOCK_PARAMS) {                  \
         if ((int)blockIdx.x >= n_units) return;                                                             \
         const RopeIn none = {nullptr, nullptr, nullptr, nullptr, nullptr, 1, 0.0f};                          \
-        attn_decode_block_body<WARPS, U, HEADS, false, STAGES>(DECODE_BLOCK_ARGS, none);                    \
+        attn_decode_block_body<WARPS, U, HEADS, false>(DECODE_BLOCK_ARGS, none);                            \
     }                                                                                                       \
     extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME##_rope(                                 \
         DECODE_BLOCK_PARAMS, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,              \
@@ -434,11 +376,8 @@ __device__ __forceinline__ void attn_decode_block_body(
         int max_pos, float eps) {                                                                           \
         if ((int)blockIdx.x >= n_units) return;                                                             \
         const RopeIn rope = {q_norm, k_norm, cos_t, sin_t, slots, max_pos, eps};                            \
-        attn_decode_block_body<WARPS, U, HEADS, true, STAGES>(DECODE_BLOCK_ARGS, rope);                     \
+        attn_decode_block_body<WARPS, U, HEADS, true>(DECODE_BLOCK_ARGS, rope);                             \
     }
-DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false, 0)
-DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false, 0)
-DECODE_BLOCK_ENTRY(attn_decode_heads_u4, NUM_KV_HEADS, 4, true, 0)
-// Staged: dynamic shared memory of WARPS * STAGES * U * 2 * 512 bytes (DecodeKernel::smem_bytes).
-DECODE_BLOCK_ENTRY(attn_decode_block_w4u4s3, 4, 4, false, 3)
-DECODE_BLOCK_ENTRY(attn_decode_heads_u4s3, NUM_KV_HEADS, 4, true, 3)
+DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false)
+DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false)
+DECODE_BLOCK_ENTRY(attn_decode_heads_u4, NUM_KV_HEADS, 4, true)

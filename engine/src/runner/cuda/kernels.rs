@@ -46,11 +46,6 @@ pub(crate) struct Kernels {
     /// with q/k-norm + RoPE + the KV-cache write fused.
     pub attn_decode_mma_w4s3: CudaFunction,
     pub attn_decode_mma_w4s3_rope: CudaFunction,
-    /// The block and per-split kernels with their loads staged through shared memory.
-    pub attn_decode_block_w4u4s3: CudaFunction,
-    pub attn_decode_block_w4u4s3_rope: CudaFunction,
-    pub attn_decode_heads_u4s3: CudaFunction,
-    pub attn_decode_heads_u4s3_rope: CudaFunction,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -143,8 +138,6 @@ impl Kernels {
         };
         let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
         let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
-        let w4_stage_smem = super::decode::block_stage_smem_bytes(4, 3);
-        let heads_stage_smem = super::decode::block_stage_smem_bytes(shape.num_kv_heads, 3);
         Ok(Self {
             prefill_smem,
             embed_gather: f("embed_gather")?,
@@ -162,16 +155,6 @@ impl Kernels {
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
             attn_decode_mma_w4s3: with_smem("attn_decode_mma_w4s3", mma_smem)?,
             attn_decode_mma_w4s3_rope: with_smem("attn_decode_mma_w4s3_rope", mma_smem)?,
-            attn_decode_block_w4u4s3: with_smem("attn_decode_block_w4u4s3", w4_stage_smem)?,
-            attn_decode_block_w4u4s3_rope: with_smem(
-                "attn_decode_block_w4u4s3_rope",
-                w4_stage_smem,
-            )?,
-            attn_decode_heads_u4s3: with_smem("attn_decode_heads_u4s3", heads_stage_smem)?,
-            attn_decode_heads_u4s3_rope: with_smem(
-                "attn_decode_heads_u4s3_rope",
-                heads_stage_smem,
-            )?,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,

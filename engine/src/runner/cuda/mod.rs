@@ -133,7 +133,6 @@ pub struct CudaRunner {
     num_blocks: usize,
     block_size: usize,
     layer_kv_bytes: usize,
-    kv_pad: usize,
     limits: BatchLimits,
     meta_host: PinnedBuffer<i32>,
     sampled_host: PinnedBuffer<u64>,
@@ -257,18 +256,12 @@ impl CudaRunner {
                 needed,
             )?,
         };
-        let kv_pad: usize = std::env::var("SERVETWIN_KV_PAD")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let kv = DeviceBuffer::alloc(
-            &ctx,
-            num_blocks * block_bytes + 2 * cfg.num_hidden_layers * kv_pad,
-        )
-        .map_err(|_| RunnerError::OutOfMemory {
-            free_bytes: free as u64,
-            needed_blocks: num_blocks,
-            fitting_blocks: free / block_bytes,
+        let kv = DeviceBuffer::alloc(&ctx, num_blocks * block_bytes).map_err(|_| {
+            RunnerError::OutOfMemory {
+                free_bytes: free as u64,
+                needed_blocks: num_blocks,
+                fitting_blocks: free / block_bytes,
+            }
         })?;
         let limits = BatchLimits {
             block_size: rc.block_size,
@@ -294,7 +287,6 @@ impl CudaRunner {
             num_blocks,
             block_size: rc.block_size,
             layer_kv_bytes: num_blocks * block_bytes_per_layer,
-            kv_pad,
             limits,
             meta_host,
             sampled_host,

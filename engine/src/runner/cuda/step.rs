@@ -35,9 +35,8 @@ fn split_count(
 
 impl CudaRunner {
     pub(super) fn kv_layer_ptrs(&self, layer: usize) -> (u64, u64) {
-        let region = self.layer_kv_bytes + self.kv_pad;
-        let k = self.kv.ptr + (2 * layer * region) as u64;
-        (k, k + region as u64)
+        let k = self.kv.ptr + (2 * layer * self.layer_kv_bytes) as u64;
+        (k, k + self.layer_kv_bytes as u64)
     }
 
     /// Splits of each decode entry's attention ([`split_count`]); the partial
