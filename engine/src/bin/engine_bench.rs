@@ -8,12 +8,12 @@
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]
-//! [--only-decode B [--decode-kernel NAME [--split-target WARPS]]]`:
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
 //! `--tune` times every decode-attention kernel and split target (`tune.csv`),
 //! `--profile` the step with kernel groups left out (`profile.csv`);
 //! `--only-decode B` times decode steps at batch B only (with the decode
-//! attention kernel NAME, e.g. `BlockW4U4`) and writes nothing (a run to put
-//! under a profiler).
+//! attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
+//! warps, where given) and writes nothing (a run to put under a profiler).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{
@@ -245,6 +245,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    // `--only-decode B [--decode-kernel NAME] [--split-target WARPS]`, checked before the
+    // runner's slow start.
+    let only_decode: Option<usize> = value("--only-decode")
+        .map(|b| {
+            b.parse()
+                .map_err(|_| format!("--only-decode takes a batch size, not {b}"))
+        })
+        .transpose()?;
+    let kernel_choice = value("--decode-kernel")
+        .map(|name| {
+            DecodeKernel::ALL
+                .into_iter()
+                .find(|k| format!("{k:?}") == name)
+                .ok_or_else(|| {
+                    format!(
+                        "--decode-kernel: no kernel {name}; one of {:?}",
+                        DecodeKernel::ALL
+                    )
+                })
+        })
+        .transpose()?;
+    let target_choice: Option<usize> = value("--split-target")
+        .map(|t| {
+            t.parse()
+                .map_err(|_| format!("--split-target takes a warp count, not {t}"))
+        })
+        .transpose()?;
+    if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some()) {
+        return Err("--decode-kernel and --split-target apply to --only-decode runs only".into());
+    }
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
     let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
     let eager = args.iter().any(|a| a == "--eager");
@@ -277,28 +307,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         r.num_kv_blocks()
     );
     // `--only-decode B`: decode steps at batch B and nothing else (for a profiler).
-    if let Some(b) = value("--only-decode") {
-        let b: usize = b
-            .parse()
-            .map_err(|_| format!("--only-decode takes a batch size, not {b}"))?;
-        if let Some(name) = value("--decode-kernel") {
-            let kernel = DecodeKernel::ALL
-                .into_iter()
-                .find(|k| format!("{k:?}") == name)
-                .ok_or_else(|| {
-                    format!(
-                        "--decode-kernel: no kernel {name}; one of {:?}",
-                        DecodeKernel::ALL
-                    )
-                })?;
-            let target = match value("--split-target") {
-                Some(t) => t
-                    .parse()
-                    .map_err(|_| format!("--split-target takes a warp count, not {t}"))?,
-                None => 2048,
-            };
-            r.set_decode_tuning(Some(kernel), target)?;
-        }
+    if let Some(b) = only_decode {
+        // Either setting alone keeps the runner's choice for the other.
+        let (kernel, target) = r.decode_tuning();
+        r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
         let s = decode(&mut r, b, cfg.vocab_size, budget)?;
         println!(
             "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
