@@ -23,12 +23,20 @@
 #define DIM 128
 #define PAGE 16
 
-// CONTIG: warp w takes keys [w * KEYS / 4, (w + 1) * KEYS / 4) instead of every fourth chunk.
 // Uses every byte of both loads, so that the compiler keeps them 16-byte loads (a sum of half
 // the words let it narrow them to 4-byte loads, and the timings then moved between builds).
 __device__ __forceinline__ float uses16(const uint4& a, const uint4& b) {
     return __uint_as_float((a.x ^ b.y) + (a.y ^ b.x)) + __uint_as_float((a.z ^ b.w) + (a.w ^ b.z));
 }
+
+// Row of (sequence, key, KV head) in the cache, in units of DIM bf16.
+template <bool PAGE_MAJOR>
+__device__ __forceinline__ long long cache_row(int seq, int key, int head) {
+    const long long slot = (long long)seq * KEYS + key;
+    return PAGE_MAJOR ? ((slot / PAGE) * HEADS + head) * PAGE + slot % PAGE : slot * HEADS + head;
+}
+
+// CONTIG: warp w takes keys [w * KEYS / 4, (w + 1) * KEYS / 4) instead of every fourth chunk.
 // G: the warps take runs of G chunks in turn (a warp's G chunks are consecutive keys), still U
 // loads per lane in flight at a time.
 template <bool PAGE_MAJOR, int U, bool CONTIG = false, int G = 1>
@@ -39,23 +47,21 @@ __global__ void __launch_bounds__(128) stream(const uint4* __restrict__ k, const
     const int first = CONTIG ? warp * (KEYS / 4) : warp * 2 * U * G;
     const int last = CONTIG ? (warp + 1) * (KEYS / 4) : KEYS;
     const int step = CONTIG ? 2 * U : 4 * 2 * U * G;
-    for (int run0 = first; run0 < last; run0 += step)
-    for (int gi = 0; gi < (CONTIG ? 1 : G); gi++) {
-        const int base = run0 + gi * 2 * U;
-        if (base >= last) break;
-        uint4 kr[U], vr[U];
+    for (int run0 = first; run0 < last; run0 += step) {
+        for (int gi = 0; gi < (CONTIG ? 1 : G); gi++) {
+            const int base = run0 + gi * 2 * U;
+            if (base >= last) break;
+            uint4 kr[U], vr[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int key = base + u * 2 + part;
-            const long long slot = (long long)seq * KEYS + key;
-            long long row;
-            if (PAGE_MAJOR) row = ((slot / PAGE) * HEADS + head) * PAGE + slot % PAGE;
-            else row = slot * HEADS + head;
-            kr[u] = key < last ? __ldg(k + row * (DIM / 8) + sub) : make_uint4(0, 0, 0, 0);
-            vr[u] = key < last ? __ldg(v + row * (DIM / 8) + sub) : make_uint4(0, 0, 0, 0);
+            for (int u = 0; u < U; u++) {
+                const int key = base + u * 2 + part;
+                const long long row = cache_row<PAGE_MAJOR>(seq, key, head);
+                kr[u] = key < last ? __ldg(k + row * (DIM / 8) + sub) : make_uint4(0, 0, 0, 0);
+                vr[u] = key < last ? __ldg(v + row * (DIM / 8) + sub) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) acc += uses16(kr[u], vr[u]);
         }
-#pragma unroll
-        for (int u = 0; u < U; u++) acc += uses16(kr[u], vr[u]);
     }
     if (acc == 1.2345f) out[0] = acc;
 }
@@ -78,10 +84,7 @@ __global__ void __launch_bounds__(128) stream_frag(const uint4* __restrict__ k, 
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int key = t * 16 + h * 8 + g;
-            const long long slot = (long long)seq * KEYS + key;
-            long long row;
-            if (PAGE_MAJOR) row = ((slot / PAGE) * HEADS + head) * PAGE + slot % PAGE;
-            else row = slot * HEADS + head;
+            const long long row = cache_row<PAGE_MAJOR>(seq, key, head);
 #pragma unroll
             for (int c = 0; c < DIM / 32; c++) {
                 kr[h][c] = key < KEYS ? __ldg(k + row * (DIM / 8) + 4 * c + tig) : make_uint4(0, 0, 0, 0);
@@ -91,13 +94,16 @@ __global__ void __launch_bounds__(128) stream_frag(const uint4* __restrict__ k, 
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int c = 0; c < DIM / 32; c++)
-                acc += uses16(kr[h][c], vr[h][c]);
+            for (int c = 0; c < DIM / 32; c++) acc += uses16(kr[h][c], vr[h][c]);
     }
     if (acc == 1.2345f) out[0] = acc;
 }
-template <bool PM, bool CONTIG>
-static void run_frag(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
+
+// Median microseconds per layer of `layers` launches of `kernel` (one layer's K and V each),
+// over 25 timed rounds after 5; prints a CSV row with `u` in its second column.
+template <typename Kernel>
+static void time_layers(const char* name, int u, Kernel kernel, const uint4* k, const uint4* v, float* out,
+                        int layers) {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
@@ -106,7 +112,7 @@ static void run_frag(const char* name, const uint4* k, const uint4* v, float* ou
         cudaEventRecord(a);
         for (int l = 0; l < layers; l++) {
             const long long off = (long long)l * SEQS * KEYS * HEADS * DIM / 8;
-            stream_frag<PM, CONTIG><<<SEQS * HEADS, 128>>>(k + off, v + off, out);
+            kernel<<<SEQS * HEADS, 128>>>(k + off, v + off, out);
         }
         cudaEventRecord(b);
         cudaEventSynchronize(b);
@@ -117,30 +123,15 @@ static void run_frag(const char* name, const uint4* k, const uint4* v, float* ou
     std::sort(ts.begin(), ts.end());
     const double ms = ts[ts.size() / 2] / layers;
     const double bytes = 2.0 * SEQS * KEYS * HEADS * DIM * 2;
-    printf("%s,%d,%.2f,%.0f\n", name, 16, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+    printf("%s,%d,%.2f,%.0f\n", name, u, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
 }
 template <bool PM, int U, bool CONTIG = false, int G = 1>
 static void run(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> ts;
-    for (int r = 0; r < 30; r++) {
-        cudaEventRecord(a);
-        for (int l = 0; l < layers; l++) {
-            const long long off = (long long)l * SEQS * KEYS * HEADS * DIM / 8;
-            stream<PM, U, CONTIG, G><<<SEQS * HEADS, 128>>>(k + off, v + off, out);
-        }
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        if (r >= 5) ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    const double ms = ts[ts.size() / 2] / layers;
-    const double bytes = 2.0 * SEQS * KEYS * HEADS * DIM * 2;
-    printf("%s,%d,%.2f,%.0f\n", name, U, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+    time_layers(name, U, stream<PM, U, CONTIG, G>, k, v, out, layers);
+}
+template <bool PM, bool CONTIG>
+static void run_frag(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
+    time_layers(name, 16, stream_frag<PM, CONTIG>, k, v, out, layers);
 }
 
 int main() {
