@@ -172,26 +172,26 @@ int main(int argc, char** argv) {
             // Pass 0: every algorithm the heuristic offers; pass 1: only those that need no
             // separate split-K reduction (reduction scheme "none" or in place).
             for (int pass = 0; pass < 2; pass++) {
-            if (pass == 1) {
-                uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE;
-                cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
-                                                     sizeof(mask));
-            }
-            cublasLtMatmulHeuristicResult_t res[16];
-            int nres = 0;
-            cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, res, &nres);
-            for (int a = 0; a < nres; a++) {
-                auto lt_call = [&](int l, bf16* out) {
-                    cublasLtMatmul(lt, op, &alpha, wts[l * NSHAPES + s], la, x, lb, &beta, out, lc, out, lc, &res[a].algo,
-                                   ws, WS_BYTES, st);
-                };
-                lt_call(0, y);
-                CK(cudaStreamSynchronize(st));
-                double diff = max_rel_diff(y, yref, (size_t)m * sh.n);
-                char v[24];
-                snprintf(v, sizeof v, pass ? "no_reduction_algo%d" : "algo%d", a);
-                row("cublaslt", v, time_graph(st, [&](int l) { lt_call(l, y); }), diff);
-            }
+                if (pass == 1) {
+                    uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE;
+                    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
+                                                         sizeof(mask));
+                }
+                cublasLtMatmulHeuristicResult_t res[16];
+                int nres = 0;
+                cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, res, &nres);
+                for (int a = 0; a < nres; a++) {
+                    auto lt_call = [&](int l, bf16* out) {
+                        cublasLtMatmul(lt, op, &alpha, wts[l * NSHAPES + s], la, x, lb, &beta, out, lc, out, lc,
+                                       &res[a].algo, ws, WS_BYTES, st);
+                    };
+                    lt_call(0, y);
+                    CK(cudaStreamSynchronize(st));
+                    double diff = max_rel_diff(y, yref, (size_t)m * sh.n);
+                    char v[24];
+                    snprintf(v, sizeof v, pass ? "no_reduction_algo%d" : "algo%d", a);
+                    row("cublaslt", v, time_graph(st, [&](int l) { lt_call(l, y); }), diff);
+                }
             }
             cublasLtMatmulPreferenceDestroy(pref);
             cublasLtMatrixLayoutDestroy(la);
