@@ -8,14 +8,12 @@
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]
-//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--halves off|on|both]]`:
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
 //! `--tune` times every decode-attention kernel and split target (`tune.csv`),
 //! `--profile` the step with kernel groups left out (`profile.csv`);
 //! `--only-decode B` times decode steps at batch B only (with the decode
 //! attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
-//! warps, where given; with `--halves on` as two overlapped halves, `both`
-//! alternating off and on twice) and writes nothing (a run to put under a
-//! profiler).
+//! warps, where given) and writes nothing (a run to put under a profiler).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{
@@ -50,16 +48,6 @@ fn decode(
     vocab: usize,
     budget: usize,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    Ok(decode_tokens(r, b, vocab, budget)?.0)
-}
-
-/// [`decode`], also returning every sequence's greedy tokens of the timed steps.
-fn decode_tokens(
-    r: &mut CudaRunner,
-    b: usize,
-    vocab: usize,
-    budget: usize,
-) -> Result<(f64, Vec<Vec<u32>>), Box<dyn std::error::Error>> {
     let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
     let tables: Vec<Vec<u32>> = (0..b)
         .map(|i| (0..per_seq).map(|k| (1 + i * per_seq + k) as u32).collect())
@@ -87,7 +75,6 @@ fn decode_tokens(
         }
     }
     let mut times = Vec::new();
-    let mut generated = vec![Vec::new(); b];
     for step in 0..DECODE_WARMUP + DECODE_STEPS {
         let toks: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
         let batch = ScheduledBatch {
@@ -109,12 +96,11 @@ fn decode_tokens(
             times.push(dt);
         }
         // Profiling runs that skip the LM head leave stale tokens: keep them in range.
-        for ((l, g), &t) in last.iter_mut().zip(&mut generated).zip(&out.sampled) {
+        for (l, &t) in last.iter_mut().zip(&out.sampled) {
             *l = t % vocab as u32;
-            g.push(t);
         }
     }
-    Ok((median(times), generated))
+    Ok(median(times))
 }
 
 fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn std::error::Error>> {
@@ -286,18 +272,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|_| format!("--split-target takes a warp count, not {t}"))
         })
         .transpose()?;
-    let halves: Vec<bool> = match value("--halves").as_deref() {
-        None | Some("off") => vec![false],
-        Some("on") => vec![true],
-        Some("both") => vec![false, true, false, true],
-        Some(h) => return Err(format!("--halves takes off, on or both, not {h}").into()),
-    };
-    if only_decode.is_none()
-        && (kernel_choice.is_some() || target_choice.is_some() || value("--halves").is_some())
-    {
-        return Err(
-            "--decode-kernel, --split-target and --halves apply to --only-decode runs only".into(),
-        );
+    if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some()) {
+        return Err("--decode-kernel and --split-target apply to --only-decode runs only".into());
     }
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
     let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
@@ -335,32 +311,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Either setting alone keeps the runner's choice for the other.
         let (kernel, target) = r.decode_tuning();
         r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
-        let mut first: Option<Vec<Vec<u32>>> = None;
-        let skips: Vec<u32> = match value("--skip") {
-            None => vec![0],
-            Some(list) => list
-                .split(',')
-                .map(|m| m.parse().map_err(|_| format!("--skip takes masks like 0,16, not {m}")))
-                .collect::<Result<_, _>>()?,
-        };
-        for (mask, on) in skips.iter().flat_map(|&m| halves.iter().map(move |&h| (m, h))) {
-            r.set_profile_skip(mask);
-            r.set_overlap_halves(on);
-            let (s, toks) = decode_tokens(&mut r, b, cfg.vocab_size, budget)?;
-            // Greedy tokens equal to the first run's, step by step, until each sequence's first difference.
-            let same = first.get_or_insert_with(|| toks.clone());
-            let agree: usize = same
-                .iter()
-                .zip(&toks)
-                .map(|(a, t)| a.iter().zip(t).take_while(|(x, y)| x == y).count())
-                .sum();
-            println!(
-                "decode  batch {b:>3} ctx ~{CONTEXT} skip {mask:>2} halves {}: {:.3} ms/step, {agree}/{} tokens as the first run",
-                if on { "on " } else { "off" },
-                s * 1e3,
-                b * (DECODE_WARMUP + DECODE_STEPS)
-            );
-        }
+        let s = decode(&mut r, b, cfg.vocab_size, budget)?;
+        println!(
+            "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
+            s * 1e3
+        );
         return Ok(());
     }
     let date = engine::date::utc_now();

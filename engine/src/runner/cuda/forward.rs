@@ -1,43 +1,25 @@
-//! The forward pass of one step: embedding, the decoder layers (layer.rs),
-//! final norm of the sampled rows only, LM head, argmax. Nothing here
-//! synchronizes or copies, so the same code is captured into decode graphs.
-//!
-//! With [`CudaRunner::set_overlap_halves`], a decode-only step of at least
-//! `2 * HALF_ROWS_MULTIPLE` sequences runs its layers as two lanes: the first
-//! half of the rows on the runner's stream, the second on an auxiliary stream
-//! with its own cuBLAS handle, forked after the embedding and joined before
-//! the final norm. Each lane's small GEMMs and kernel boundaries then overlap
-//! the other lane's attention instead of leaving the GPU idle. The LM head
-//! runs once for all rows: its 300 MB of weights are read once.
+//! The forward pass of one step, enqueued on the runner's stream: embedding,
+//! 28 × (norm, QKV GEMM, q/k-norm + RoPE + KV write, attention, O GEMM,
+//! residual add + norm, gate-up GEMM, SiLU·mul, down GEMM), final norm of the
+//! sampled rows only, LM head, argmax. Nothing here synchronizes or copies, so
+//! the same code is captured into decode graphs.
 
+use super::decode::{enqueue_decode_attention, DecodeArgs, RopeArgs};
 use super::device::{launch_ex, Arg};
 use super::gemm::OutType;
-use super::layer::{Lane, StepKnobs};
-use super::linear::GemmArgs;
 use super::meta::StepLayout;
-use super::{CudaRunner, SKIP_ELEMENTWISE, SKIP_HEAD};
+use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
-use cudarc::driver::{CudaFunction, CudaStream};
 
 /// Logits one `argmax_rows` block scans (ARGMAX_THREADS * ARGMAX_PER_THREAD in kernels.cu).
 const ARGMAX_CHUNK: usize = 256 * 16;
-/// A second lane starts at a multiple of the GEMMs' padding of small row
-/// counts (`gemm_padded_rows`), so the first lane's padded rows stay its own.
-pub(super) const HALF_ROWS_MULTIPLE: usize = 16;
-
-/// Rows of the first lane when a step of `rows` decodes is split in two, or
-/// `None` when it is too small to split.
-pub(super) fn first_half_rows(rows: usize) -> Option<usize> {
-    let first = (rows / 2) / HALF_ROWS_MULTIPLE * HALF_ROWS_MULTIPLE;
-    (first >= HALF_ROWS_MULTIPLE && rows - first >= HALF_ROWS_MULTIPLE).then_some(first)
-}
+use cudarc::driver::CudaFunction;
 
 impl CudaRunner {
-    /// Launches on `stream` unless `group` is masked off for profiling.
+    /// Launches unless `group` is masked off for profiling.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn launch_in(
+    fn launch_in(
         &self,
-        stream: &CudaStream,
         pdl: bool,
         group: u32,
         f: &CudaFunction,
@@ -50,12 +32,12 @@ impl CudaRunner {
         if self.profile_skip & group != 0 {
             return Ok(());
         }
-        launch_ex(stream, f, name, grid, block, smem, args, pdl)
+        launch_ex(&self.stream, f, name, grid, block, smem, args, pdl)
     }
 
     /// Enqueues the forward pass for a step whose metadata is (or will be, before
     /// the work runs) at `self.ws.meta`, laid out as `lay`; `nsplit` splits of the
-    /// decode attention when the step runs as one lane.
+    /// decode attention.
     pub(crate) fn enqueue_forward(
         &self,
         lay: &StepLayout,
@@ -66,33 +48,29 @@ impl CudaRunner {
         let ws = &self.ws;
         let w = &self.weights;
         let (t, hdim) = (lay.num_tokens, c.hidden_size);
+        let (nq, nkv, d) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
+        let qkv_dim = (nq + 2 * nkv) * d;
+        let inter = c.intermediate_size;
         let eps = c.rms_norm_eps as f32;
         let m = |off: usize| Arg::Ptr(ws.meta.ptr + 4 * off as u64);
-        let main = self.stream.as_ref();
+        let tok = t as u32;
+        // add_rmsnorm keeps the row in registers: no dynamic shared memory.
+        let norm_smem = 0;
+        let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
         // Programmatic dependent launches only in decode-only steps: measured on
         // the H200 they save ~0.1 ms per decode step at batch 1 and cost 3-8 % in
         // prefill steps (results/h200/profile.csv).
         let decode_only = lay.is_decode_only();
         let pdl = self.use_pdl && decode_only;
-        let halves = (self.overlap_halves && decode_only)
-            .then(|| first_half_rows(t))
-            .flatten();
-        // Each half's attention kernel is picked for the half's size.
-        let kernel_rows = halves.map_or(lay.num_decodes, |h| t - h);
-        let decode_kernel = self.decode_kernel_for(kernel_rows);
-        let knobs = StepKnobs {
-            pdl,
-            decode_kernel,
-            fuse_rope: self.fuse_rope && decode_only && decode_kernel.fuses_rope(c.head_dim),
-        };
+        let decode_kernel = self.decode_kernel_for(lay.num_decodes);
+        let fuse_rope = self.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
 
         self.launch_in(
-            main,
             pdl,
             SKIP_ELEMENTWISE,
             &k.embed_gather,
             "embed_gather",
-            (t as u32, 1, 1),
+            (tok, 1, 1),
             256,
             0,
             &[
@@ -102,58 +80,208 @@ impl CudaRunner {
                 Arg::I32(hdim as i32),
             ],
         )?;
-        match halves {
-            None => {
-                let lane = Lane {
-                    stream: main,
-                    gemm: &self.gemm,
-                    row0: 0,
-                    rows: t,
+        for (li, lw) in w.layers.iter().enumerate() {
+            let delta = if li == 0 { 0 } else { ws.out.ptr };
+            self.launch_in(
+                pdl,
+                SKIP_ELEMENTWISE,
+                &k.add_rmsnorm,
+                "add_rmsnorm(in)",
+                (tok, 1, 1),
+                256,
+                norm_smem,
+                &[
+                    Arg::Ptr(ws.resid.ptr),
+                    Arg::Ptr(delta),
+                    Arg::Ptr(lw.input_norm.ptr),
+                    Arg::Ptr(ws.normed.ptr),
+                    Arg::Ptr(0),
+                    Arg::I32(hdim as i32),
+                    Arg::F32(eps),
+                    Arg::I32(1),
+                ],
+            )?;
+            self.linear(
+                pdl,
+                true,
+                ws.normed.ptr,
+                lw.qkv.ptr,
+                ws.qkv.ptr,
+                t,
+                qkv_dim,
+                hdim,
+                OutType::Bf16,
+                SKIP_GEMM,
+            )?;
+            let (kc, vc) = self.kv_layer_ptrs(li);
+            let items = t * (nq + nkv);
+            // In decode-only steps the attention kernel does q/k-norm + RoPE + the cache write.
+            let rope = fuse_rope.then_some(RopeArgs {
+                q_norm: lw.q_norm.ptr,
+                k_norm: lw.k_norm.ptr,
+                cos: w.cos.ptr,
+                sin: w.sin.ptr,
+                slots: lay.slots,
+                max_pos: w.rope_positions,
+                eps,
+            });
+            if rope.is_none() {
+                self.launch_in(
+                    pdl,
+                    SKIP_ELEMENTWISE,
+                    &k.qk_norm_rope_cache,
+                    "qk_norm_rope_cache",
+                    (items.div_ceil(4) as u32, 1, 1),
+                    128,
+                    0,
+                    &[
+                        Arg::Ptr(ws.qkv.ptr),
+                        Arg::Ptr(lw.q_norm.ptr),
+                        Arg::Ptr(lw.k_norm.ptr),
+                        Arg::Ptr(w.cos.ptr),
+                        Arg::Ptr(w.sin.ptr),
+                        m(lay.positions),
+                        m(lay.slots),
+                        Arg::Ptr(kc),
+                        Arg::Ptr(vc),
+                        Arg::I32(t as i32),
+                        Arg::I32(w.rope_positions as i32),
+                        Arg::F32(eps),
+                    ],
+                )?;
+            }
+            if lay.num_tiles > 0 {
+                self.launch_in(
+                    pdl,
+                    SKIP_ATTENTION,
+                    &k.attn_prefill,
+                    "attn_prefill",
+                    (lay.num_tiles as u32, nkv as u32, 1),
+                    128,
+                    k.prefill_smem,
+                    &[
+                        Arg::Ptr(ws.qkv.ptr),
+                        Arg::Ptr(kc),
+                        Arg::Ptr(vc),
+                        Arg::Ptr(ws.attn.ptr),
+                        m(lay.tiles),
+                        m(lay.q_start),
+                        m(lay.ctx_len),
+                        m(lay.block_tables),
+                        m(0),
+                        Arg::I32(self.block_size as i32),
+                        Arg::F32(scale_log2),
+                    ],
+                )?;
+            }
+            if self.profile_skip & SKIP_ATTENTION == 0 {
+                let a = DecodeArgs {
+                    qkv: ws.qkv.ptr,
+                    k_cache: kc,
+                    v_cache: vc,
+                    out: ws.attn.ptr,
+                    meta: ws.meta.ptr,
+                    decodes: lay.decodes,
+                    block_tables: lay.block_tables,
+                    block_size: self.block_size,
+                    scale_log2,
+                    part_o: ws.part_o.ptr,
+                    part_ml: ws.part_ml.ptr,
+                    num_decodes: lay.num_decodes,
+                    num_q_heads: nq,
+                    num_kv_heads: nkv,
+                    head_dim: d,
                     nsplit,
+                    pdl,
+                    rope,
                 };
-                self.enqueue_layers(&lane, lay, &knobs)?;
+                enqueue_decode_attention(&self.stream, k, decode_kernel, &a)?;
             }
-            Some(first) => {
-                let aux = self.aux.as_ref().ok_or_else(|| {
-                    RunnerError::Device("overlapped halves need the auxiliary stream".into())
-                })?;
-                let fork = |e| super::device::dev_err("fork the second lane", e);
-                aux.stream.join(main).map_err(fork)?;
-                let a = Lane {
-                    stream: main,
-                    gemm: &self.gemm,
-                    row0: 0,
-                    rows: first,
-                    nsplit: self.half_splits(first),
-                };
-                let b = Lane {
-                    stream: &aux.stream,
-                    gemm: &aux.gemm,
-                    row0: first,
-                    rows: t - first,
-                    nsplit: self.half_splits(t - first),
-                };
-                // The streams are independent: enqueuing one lane after the other does
-                // not order their work.
-                self.enqueue_layers(&a, lay, &knobs)?;
-                self.enqueue_layers(&b, lay, &knobs)?;
-                main.join(&aux.stream)
-                    .map_err(|e| super::device::dev_err("join the second lane", e))?;
-            }
+            self.linear(
+                pdl,
+                true,
+                ws.attn.ptr,
+                lw.o.ptr,
+                ws.out.ptr,
+                t,
+                hdim,
+                nq * d,
+                OutType::Bf16,
+                SKIP_GEMM,
+            )?;
+            self.launch_in(
+                pdl,
+                SKIP_ELEMENTWISE,
+                &k.add_rmsnorm,
+                "add_rmsnorm(post)",
+                (tok, 1, 1),
+                256,
+                norm_smem,
+                &[
+                    Arg::Ptr(ws.resid.ptr),
+                    Arg::Ptr(ws.out.ptr),
+                    Arg::Ptr(lw.post_norm.ptr),
+                    Arg::Ptr(ws.normed.ptr),
+                    Arg::Ptr(0),
+                    Arg::I32(hdim as i32),
+                    Arg::F32(eps),
+                    Arg::I32(1),
+                ],
+            )?;
+            self.linear(
+                pdl,
+                true,
+                ws.normed.ptr,
+                lw.gate_up.ptr,
+                ws.gate_up.ptr,
+                t,
+                2 * inter,
+                hdim,
+                OutType::Bf16,
+                SKIP_GEMM,
+            )?;
+            // silu_mul works on groups of 8 elements.
+            let total = (t * inter / 8) as i64;
+            self.launch_in(
+                pdl,
+                SKIP_ELEMENTWISE,
+                &k.silu_mul,
+                "silu_mul",
+                ((total as usize).div_ceil(256) as u32, 1, 1),
+                256,
+                0,
+                &[
+                    Arg::Ptr(ws.gate_up.ptr),
+                    Arg::Ptr(ws.act.ptr),
+                    Arg::I32(inter as i32),
+                    Arg::I64(total),
+                ],
+            )?;
+            self.linear(
+                pdl,
+                true,
+                ws.act.ptr,
+                lw.down.ptr,
+                ws.out.ptr,
+                t,
+                hdim,
+                inter,
+                OutType::Bf16,
+                SKIP_GEMM,
+            )?;
         }
         let ns = lay.num_sampled;
         if ns == 0 {
             return Ok(());
         }
         self.launch_in(
-            main,
             pdl,
             SKIP_HEAD,
             &k.add_rmsnorm,
             "add_rmsnorm(final)",
             (ns as u32, 1, 1),
             256,
-            0,
+            norm_smem,
             &[
                 Arg::Ptr(ws.resid.ptr),
                 Arg::Ptr(ws.out.ptr),
@@ -165,18 +293,19 @@ impl CudaRunner {
                 Arg::I32(0),
             ],
         )?;
-        let head = GemmArgs {
-            x: ws.final_normed.ptr,
-            w: w.lm_head_ptr(),
-            y: ws.logits.ptr,
-            m: ns,
-            n: c.vocab_size,
-            k: hdim,
-            out: OutType::F32,
-        };
-        self.linear_on(main, &self.gemm, pdl, false, &head, SKIP_HEAD)?;
+        self.linear(
+            pdl,
+            false,
+            ws.final_normed.ptr,
+            w.lm_head_ptr(),
+            ws.logits.ptr,
+            ns,
+            c.vocab_size,
+            hdim,
+            OutType::F32,
+            SKIP_HEAD,
+        )?;
         self.launch_in(
-            main,
             pdl,
             SKIP_HEAD,
             &k.argmax_rows,
@@ -190,27 +319,5 @@ impl CudaRunner {
                 Arg::I32(c.vocab_size as i32),
             ],
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_half_rows;
-
-    #[test]
-    fn halves_start_on_a_padding_boundary_and_small_steps_stay_whole() {
-        assert_eq!(first_half_rows(16), None);
-        assert_eq!(first_half_rows(31), None);
-        assert_eq!(first_half_rows(32), Some(16));
-        assert_eq!(first_half_rows(48), Some(16));
-        assert_eq!(first_half_rows(64), Some(32));
-        assert_eq!(first_half_rows(96), Some(48));
-        assert_eq!(first_half_rows(256), Some(128));
-        for rows in 1..=512 {
-            if let Some(h) = first_half_rows(rows) {
-                assert_eq!(h % 16, 0);
-                assert!(h >= 16 && rows - h >= 16 && h <= rows - h);
-            }
-        }
     }
 }

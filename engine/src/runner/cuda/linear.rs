@@ -4,10 +4,9 @@
 //! results/h200/gemm_bench.csv).
 
 use super::device::{launch_ex, Arg};
-use super::gemm::{Gemm, OutType};
-use super::layer::Lane;
+use super::gemm::OutType;
 use super::kernels::Kernels;
-use super::{CudaRunner, SKIP_GEMM};
+use super::CudaRunner;
 use crate::runner::{gemm_padded_rows, RunnerError};
 use cudarc::driver::CudaStream;
 
@@ -79,48 +78,38 @@ pub(crate) fn skinny_gemm(
 impl CudaRunner {
     /// `pad`: run cuBLAS with [`gemm_padded_rows`] rows (layer GEMMs, whose
     /// activation buffers hold them); the LM head, whose rows are the sampled
-    /// sequences, runs unpadded. `stream` must be the stream of `gemm`'s handle.
-    pub(super) fn linear_on(
-        &self,
-        stream: &CudaStream,
-        gemm: &Gemm,
-        pdl: bool,
-        pad: bool,
-        a: &GemmArgs,
-        group: u32,
-    ) -> Result<(), RunnerError> {
-        if self.profile_skip & group != 0 || a.m == 0 {
-            return Ok(());
-        }
-        if self.use_skinny && skinny_wins(a.m, a.n, a.k) {
-            return skinny_gemm(stream, &self.kernels, a, pdl);
-        }
-        let rows = if pad { gemm_padded_rows(a.m) } else { a.m };
-        gemm.linear(a.x, a.w, a.y, rows, a.n, a.k, a.out)
-    }
-
-    /// A layer GEMM of a lane: `y = x · wᵀ` over the lane's rows, `n` outputs, `k` inputs.
+    /// sequences, runs unpadded.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn linear(
         &self,
-        lane: &Lane<'_>,
         pdl: bool,
+        pad: bool,
         x: u64,
         w: u64,
         y: u64,
+        m: usize,
         n: usize,
         k: usize,
+        out: OutType,
+        group: u32,
     ) -> Result<(), RunnerError> {
-        let a = GemmArgs {
-            x,
-            w,
-            y,
-            m: lane.rows,
-            n,
-            k,
-            out: OutType::Bf16,
-        };
-        self.linear_on(lane.stream, lane.gemm, pdl, true, &a, SKIP_GEMM)
+        if self.profile_skip & group != 0 || m == 0 {
+            return Ok(());
+        }
+        if self.use_skinny && skinny_wins(m, n, k) {
+            let a = GemmArgs {
+                x,
+                w,
+                y,
+                m,
+                n,
+                k,
+                out,
+            };
+            return skinny_gemm(&self.stream, &self.kernels, &a, pdl);
+        }
+        let rows = if pad { gemm_padded_rows(m) } else { m };
+        self.gemm.linear(x, w, y, rows, n, k, out)
     }
 }
 

@@ -31,7 +31,6 @@ mod device;
 mod forward;
 mod gemm;
 mod kernels;
-mod layer;
 mod linear;
 mod meta;
 mod selftest;
@@ -61,8 +60,6 @@ pub const SKIP_ATTENTION: u32 = 2;
 pub const SKIP_ELEMENTWISE: u32 = 4;
 /// Final norm, LM head and argmax.
 pub const SKIP_HEAD: u32 = 8;
-/// The two residual-add RMSNorms of each layer only (part of `SKIP_ELEMENTWISE`).
-pub const SKIP_LAYER_NORMS: u32 = 16;
 
 /// Most splits of one sequence's decode attention.
 const MAX_DECODE_SPLITS: usize = 64;
@@ -152,16 +149,6 @@ pub struct CudaRunner {
     decode_target_warps: usize,
     use_pdl: bool,
     fuse_rope: bool,
-    /// The second lane of overlapped decode steps (forward.rs).
-    aux: Option<AuxLane>,
-    overlap_halves: bool,
-}
-
-/// A stream and a cuBLAS handle of its own (with its own workspace: two
-/// handles sharing one would race) for the second lane of a decode step.
-struct AuxLane {
-    stream: Arc<CudaStream>,
-    gemm: Gemm,
 }
 
 fn workspace(
@@ -229,11 +216,6 @@ impl CudaRunner {
         };
         let kernels = Kernels::compile(&ctx, shape)?;
         let gemm = Gemm::new(&ctx, &stream)?;
-        let aux_stream = ctx.new_stream().map_err(|e| dev_err("new stream", e))?;
-        let aux = AuxLane {
-            gemm: Gemm::new(&ctx, &aux_stream)?,
-            stream: aux_stream,
-        };
         let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
 
         let max_seqs = rc.max_num_seqs;
@@ -319,8 +301,6 @@ impl CudaRunner {
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
             fuse_rope: true,
-            aux: Some(aux),
-            overlap_halves: false,
         })
     }
 
@@ -390,14 +370,6 @@ impl CudaRunner {
     /// KV-cache write (default on; off runs `qk_norm_rope_cache` first).
     pub fn set_fuse_rope(&mut self, on: bool) {
         self.fuse_rope = on;
-        self.graphs.clear();
-    }
-
-    /// Run decode-only steps of 32 or more sequences as two halves on two
-    /// streams, so that one half's GEMMs overlap the other's attention
-    /// (forward.rs).
-    pub fn set_overlap_halves(&mut self, on: bool) {
-        self.overlap_halves = on;
         self.graphs.clear();
     }
 

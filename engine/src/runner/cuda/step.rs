@@ -53,20 +53,6 @@ impl CudaRunner {
         )
     }
 
-    /// Splits of one half's attention in an overlapped step: the halves share
-    /// the GPU, so each aims at half the warps.
-    pub(super) fn half_splits(&self, n_dec: usize) -> usize {
-        split_count(
-            n_dec,
-            self.cfg.num_key_value_heads,
-            self.decode_kernel_for(n_dec).warps_per_unit(),
-            self.decode_target_warps.div_ceil(2),
-            None,
-            self.max_splits,
-            self.limits.max_seqs * self.max_splits,
-        )
-    }
-
     fn bucket_for(&self, n: usize) -> Option<usize> {
         GRAPH_BUCKETS
             .iter()
