@@ -8,14 +8,12 @@
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]
-//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--fused ROWS,...]]`:
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
 //! `--tune` times every decode-attention kernel and split target (`tune.csv`),
 //! `--profile` the step with kernel groups left out (`profile.csv`);
 //! `--only-decode B` times decode steps at batch B only (with the decode
 //! attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
-//! warps, where given; with `--fused`, once per fused-layer row limit, each
-//! run's greedy tokens compared with the first's) and writes nothing (a run
-//! to put under a profiler).
+//! warps, where given) and writes nothing (a run to put under a profiler).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{
@@ -50,19 +48,6 @@ fn decode(
     vocab: usize,
     budget: usize,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    Ok(decode_tokens(r, b, vocab, budget)?.0)
-}
-
-/// Each sequence's greedy tokens, step by step.
-type Tokens = Vec<Vec<u32>>;
-
-/// [`decode`], also returning every sequence's greedy tokens of the warm-up and timed steps.
-fn decode_tokens(
-    r: &mut CudaRunner,
-    b: usize,
-    vocab: usize,
-    budget: usize,
-) -> Result<(f64, Tokens), Box<dyn std::error::Error>> {
     let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
     let tables: Vec<Vec<u32>> = (0..b)
         .map(|i| (0..per_seq).map(|k| (1 + i * per_seq + k) as u32).collect())
@@ -90,7 +75,6 @@ fn decode_tokens(
         }
     }
     let mut times = Vec::new();
-    let mut generated = vec![Vec::new(); b];
     for step in 0..DECODE_WARMUP + DECODE_STEPS {
         let toks: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
         let batch = ScheduledBatch {
@@ -112,12 +96,11 @@ fn decode_tokens(
             times.push(dt);
         }
         // Profiling runs that skip the LM head leave stale tokens: keep them in range.
-        for ((l, g), &t) in last.iter_mut().zip(&mut generated).zip(&out.sampled) {
+        for (l, &t) in last.iter_mut().zip(&out.sampled) {
             *l = t % vocab as u32;
-            g.push(t);
         }
     }
-    Ok((median(times), generated))
+    Ok(median(times))
 }
 
 fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn std::error::Error>> {
@@ -289,23 +272,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|_| format!("--split-target takes a warp count, not {t}"))
         })
         .transpose()?;
-    // Fused-layer row limits to time in turn (`--fused 0,64`), the runner's default when absent.
-    let fused_choice: Option<Vec<usize>> = value("--fused")
-        .map(|list| {
-            list.split(',')
-                .map(|v| {
-                    v.parse()
-                        .map_err(|_| format!("--fused takes row limits like 0,64, not {v}"))
-                })
-                .collect::<Result<Vec<usize>, String>>()
-        })
-        .transpose()?;
-    if only_decode.is_none()
-        && (kernel_choice.is_some() || target_choice.is_some() || fused_choice.is_some())
-    {
-        return Err(
-            "--decode-kernel, --split-target and --fused apply to --only-decode runs only".into(),
-        );
+    if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some()) {
+        return Err("--decode-kernel and --split-target apply to --only-decode runs only".into());
     }
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
     let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
@@ -343,31 +311,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Either setting alone keeps the runner's choice for the other.
         let (kernel, target) = r.decode_tuning();
         r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
-        let Some(limits) = fused_choice else {
-            let s = decode(&mut r, b, cfg.vocab_size, budget)?;
-            println!(
-                "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
-                s * 1e3
-            );
-            return Ok(());
-        };
-        let mut first: Option<Tokens> = None;
-        for limit in limits {
-            let used = r.set_fused_layers(limit);
-            let (s, toks) = decode_tokens(&mut r, b, cfg.vocab_size, budget)?;
-            let reference = first.get_or_insert_with(|| toks.clone());
-            // Greedy tokens equal to the first run's, per sequence until its first difference.
-            let agree: usize = reference
-                .iter()
-                .zip(&toks)
-                .map(|(a, t)| a.iter().zip(t).take_while(|(x, y)| x == y).count())
-                .sum();
-            println!(
-                "decode  batch {b:>3} ctx ~{CONTEXT} fused rows <= {used:>2}: {:.3} ms/step, {agree}/{} tokens as the first run",
-                s * 1e3,
-                b * (DECODE_WARMUP + DECODE_STEPS)
-            );
-        }
+        let s = decode(&mut r, b, cfg.vocab_size, budget)?;
+        println!(
+            "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
+            s * 1e3
+        );
         return Ok(());
     }
     let date = engine::date::utc_now();

@@ -4,23 +4,12 @@
 //! sampled rows only, LM head, argmax. Nothing here synchronizes or copies, so
 //! the same code is captured into decode graphs.
 
-use super::decode::{enqueue_decode_attention, DecodeArgs, DecodeKernel, RopeArgs};
+use super::decode::{enqueue_decode_attention, DecodeArgs, RopeArgs};
 use super::device::{launch_ex, Arg};
 use super::gemm::OutType;
 use super::meta::StepLayout;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
-
-/// Settings of one step that every layer's launches share.
-pub(super) struct StepKnobs {
-    /// Launch the runner's kernels as programmatic dependent launches.
-    pub pdl: bool,
-    /// Splits of each decode entry's attention.
-    pub nsplit: usize,
-    pub decode_kernel: DecodeKernel,
-    /// The decode kernel does q/k-norm + RoPE + the KV write too.
-    pub fuse_rope: bool,
-}
 
 /// Logits one `argmax_rows` block scans (ARGMAX_THREADS * ARGMAX_PER_THREAD in kernels.cu).
 const ARGMAX_CHUNK: usize = 256 * 16;
@@ -67,19 +56,14 @@ impl CudaRunner {
         let tok = t as u32;
         // add_rmsnorm keeps the row in registers: no dynamic shared memory.
         let norm_smem = 0;
+        let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
         // Programmatic dependent launches only in decode-only steps: measured on
         // the H200 they save ~0.1 ms per decode step at batch 1 and cost 3-8 % in
         // prefill steps (results/h200/profile.csv).
         let decode_only = lay.is_decode_only();
         let pdl = self.use_pdl && decode_only;
         let decode_kernel = self.decode_kernel_for(lay.num_decodes);
-        let step = StepKnobs {
-            pdl,
-            nsplit,
-            decode_kernel,
-            fuse_rope: self.fuse_rope && decode_only && decode_kernel.fuses_rope(d),
-        };
-        let fused = self.fused_for(lay);
+        let fuse_rope = self.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
 
         self.launch_in(
             pdl,
@@ -96,13 +80,7 @@ impl CudaRunner {
                 Arg::I32(hdim as i32),
             ],
         )?;
-        if let Some(fk) = fused {
-            self.enqueue_fused_layers(fk, lay, &step)?;
-        }
-        // The fused layers leave the whole residual stream in `resid`; the others leave the last
-        // down projection in `out`, for the final norm to add.
-        let last_delta = if fused.is_some() { 0 } else { ws.out.ptr };
-        for (li, lw) in w.layers.iter().enumerate().filter(|_| fused.is_none()) {
+        for (li, lw) in w.layers.iter().enumerate() {
             let delta = if li == 0 { 0 } else { ws.out.ptr };
             self.launch_in(
                 pdl,
@@ -135,7 +113,90 @@ impl CudaRunner {
                 OutType::Bf16,
                 SKIP_GEMM,
             )?;
-            self.enqueue_attention(lay, li, &step)?;
+            let (kc, vc) = self.kv_layer_ptrs(li);
+            let items = t * (nq + nkv);
+            // In decode-only steps the attention kernel does q/k-norm + RoPE + the cache write.
+            let rope = fuse_rope.then_some(RopeArgs {
+                q_norm: lw.q_norm.ptr,
+                k_norm: lw.k_norm.ptr,
+                cos: w.cos.ptr,
+                sin: w.sin.ptr,
+                slots: lay.slots,
+                max_pos: w.rope_positions,
+                eps,
+            });
+            if rope.is_none() {
+                self.launch_in(
+                    pdl,
+                    SKIP_ELEMENTWISE,
+                    &k.qk_norm_rope_cache,
+                    "qk_norm_rope_cache",
+                    (items.div_ceil(4) as u32, 1, 1),
+                    128,
+                    0,
+                    &[
+                        Arg::Ptr(ws.qkv.ptr),
+                        Arg::Ptr(lw.q_norm.ptr),
+                        Arg::Ptr(lw.k_norm.ptr),
+                        Arg::Ptr(w.cos.ptr),
+                        Arg::Ptr(w.sin.ptr),
+                        m(lay.positions),
+                        m(lay.slots),
+                        Arg::Ptr(kc),
+                        Arg::Ptr(vc),
+                        Arg::I32(t as i32),
+                        Arg::I32(w.rope_positions as i32),
+                        Arg::F32(eps),
+                    ],
+                )?;
+            }
+            if lay.num_tiles > 0 {
+                self.launch_in(
+                    pdl,
+                    SKIP_ATTENTION,
+                    &k.attn_prefill,
+                    "attn_prefill",
+                    (lay.num_tiles as u32, nkv as u32, 1),
+                    128,
+                    k.prefill_smem,
+                    &[
+                        Arg::Ptr(ws.qkv.ptr),
+                        Arg::Ptr(kc),
+                        Arg::Ptr(vc),
+                        Arg::Ptr(ws.attn.ptr),
+                        m(lay.tiles),
+                        m(lay.q_start),
+                        m(lay.ctx_len),
+                        m(lay.block_tables),
+                        m(0),
+                        Arg::I32(self.block_size as i32),
+                        Arg::F32(scale_log2),
+                    ],
+                )?;
+            }
+            if self.profile_skip & SKIP_ATTENTION == 0 {
+                let a = DecodeArgs {
+                    qkv: ws.qkv.ptr,
+                    k_cache: kc,
+                    v_cache: vc,
+                    out: ws.attn.ptr,
+                    meta: ws.meta.ptr,
+                    decodes: lay.decodes,
+                    block_tables: lay.block_tables,
+                    block_size: self.block_size,
+                    scale_log2,
+                    part_o: ws.part_o.ptr,
+                    part_ml: ws.part_ml.ptr,
+                    num_decodes: lay.num_decodes,
+                    num_q_heads: nq,
+                    num_kv_heads: nkv,
+                    head_dim: d,
+                    nsplit,
+                    pdl,
+                    rope,
+                };
+                enqueue_decode_attention(&self.stream, k, decode_kernel, &a)?;
+            }
             self.linear(
                 pdl,
                 true,
@@ -223,7 +284,7 @@ impl CudaRunner {
             norm_smem,
             &[
                 Arg::Ptr(ws.resid.ptr),
-                Arg::Ptr(last_delta),
+                Arg::Ptr(ws.out.ptr),
                 Arg::Ptr(w.final_norm.ptr),
                 Arg::Ptr(ws.final_normed.ptr),
                 m(lay.sample_rows),
@@ -258,111 +319,5 @@ impl CudaRunner {
                 Arg::I32(c.vocab_size as i32),
             ],
         )
-    }
-
-    /// Layer `li`'s attention: q/k-norm + RoPE + KV write (unless the decode
-    /// kernel does it), the prefill tiles, the decode entries.
-    pub(super) fn enqueue_attention(
-        &self,
-        lay: &StepLayout,
-        li: usize,
-        step: &StepKnobs,
-    ) -> Result<(), RunnerError> {
-        let c = &self.cfg;
-        let k = &self.kernels;
-        let ws = &self.ws;
-        let w = &self.weights;
-        let lw = &w.layers[li];
-        let t = lay.num_tokens;
-        let (nq, nkv, d) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
-        let eps = c.rms_norm_eps as f32;
-        let m = |off: usize| Arg::Ptr(ws.meta.ptr + 4 * off as u64);
-        let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
-        let (pdl, nsplit) = (step.pdl, step.nsplit);
-        let (kc, vc) = self.kv_layer_ptrs(li);
-        let items = t * (nq + nkv);
-        // In decode-only steps the attention kernel does q/k-norm + RoPE + the cache write.
-        let rope = step.fuse_rope.then_some(RopeArgs {
-            q_norm: lw.q_norm.ptr,
-            k_norm: lw.k_norm.ptr,
-            cos: w.cos.ptr,
-            sin: w.sin.ptr,
-            slots: lay.slots,
-            max_pos: w.rope_positions,
-            eps,
-        });
-        if rope.is_none() {
-            self.launch_in(
-                pdl,
-                SKIP_ELEMENTWISE,
-                &k.qk_norm_rope_cache,
-                "qk_norm_rope_cache",
-                (items.div_ceil(4) as u32, 1, 1),
-                128,
-                0,
-                &[
-                    Arg::Ptr(ws.qkv.ptr),
-                    Arg::Ptr(lw.q_norm.ptr),
-                    Arg::Ptr(lw.k_norm.ptr),
-                    Arg::Ptr(w.cos.ptr),
-                    Arg::Ptr(w.sin.ptr),
-                    m(lay.positions),
-                    m(lay.slots),
-                    Arg::Ptr(kc),
-                    Arg::Ptr(vc),
-                    Arg::I32(t as i32),
-                    Arg::I32(w.rope_positions as i32),
-                    Arg::F32(eps),
-                ],
-            )?;
-        }
-        if lay.num_tiles > 0 {
-            self.launch_in(
-                pdl,
-                SKIP_ATTENTION,
-                &k.attn_prefill,
-                "attn_prefill",
-                (lay.num_tiles as u32, nkv as u32, 1),
-                128,
-                k.prefill_smem,
-                &[
-                    Arg::Ptr(ws.qkv.ptr),
-                    Arg::Ptr(kc),
-                    Arg::Ptr(vc),
-                    Arg::Ptr(ws.attn.ptr),
-                    m(lay.tiles),
-                    m(lay.q_start),
-                    m(lay.ctx_len),
-                    m(lay.block_tables),
-                    m(0),
-                    Arg::I32(self.block_size as i32),
-                    Arg::F32(scale_log2),
-                ],
-            )?;
-        }
-        if self.profile_skip & SKIP_ATTENTION == 0 {
-            let a = DecodeArgs {
-                qkv: ws.qkv.ptr,
-                k_cache: kc,
-                v_cache: vc,
-                out: ws.attn.ptr,
-                meta: ws.meta.ptr,
-                decodes: lay.decodes,
-                block_tables: lay.block_tables,
-                block_size: self.block_size,
-                scale_log2,
-                part_o: ws.part_o.ptr,
-                part_ml: ws.part_ml.ptr,
-                num_decodes: lay.num_decodes,
-                num_q_heads: nq,
-                num_kv_heads: nkv,
-                head_dim: d,
-                nsplit,
-                pdl,
-                rope,
-            };
-            enqueue_decode_attention(&self.stream, k, step.decode_kernel, &a)?;
-        }
-        Ok(())
     }
 }

@@ -8,11 +8,11 @@
 
 use super::device::dev_err;
 use crate::runner::RunnerError;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::driver::{CudaContext, CudaFunction};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use std::sync::Arc;
 
-pub(crate) const KERNELS_CU: &str = include_str!("kernels.cu");
+const KERNELS_CU: &str = include_str!("kernels.cu");
 const ATTENTION_CU: &str = include_str!("attention.cu");
 const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
@@ -67,81 +67,6 @@ fn cuda_include_dir() -> String {
     format!("{home}/include")
 }
 
-/// Compiles `source` with NVRTC and loads it; errors carry NVRTC's log.
-pub(crate) fn build_module(
-    ctx: &Arc<CudaContext>,
-    source: String,
-    opts: CompileOptions,
-) -> Result<Arc<CudaModule>, RunnerError> {
-    let ptx = compile_ptx_with_opts(source, opts).map_err(|e| match e {
-        CompileError::CompileError {
-            nvrtc,
-            options,
-            log,
-        } => RunnerError::Compile {
-            message: format!("NVRTC {nvrtc:?} with options {options:?}"),
-            log: log.to_string_lossy().into_owned(),
-        },
-        other => RunnerError::Compile {
-            message: format!("{other:?}"),
-            log: String::new(),
-        },
-    })?;
-    ctx.load_module(ptx).map_err(|e| RunnerError::Compile {
-        message: format!("loading the PTX module: {e:?}"),
-        log: String::new(),
-    })
-}
-
-/// A kernel of `module`, allowed `smem` bytes of dynamic shared memory when more than the default.
-pub(crate) fn load_kernel(
-    module: &Arc<CudaModule>,
-    name: &str,
-    smem: Option<u32>,
-) -> Result<CudaFunction, RunnerError> {
-    let func = module
-        .load_function(name)
-        .map_err(|e| RunnerError::Compile {
-            message: format!("kernel {name} missing from the module: {e:?}"),
-            log: String::new(),
-        })?;
-    // EXPERIMENT: one shared-memory carveout for every kernel (no reconfiguration between them).
-    if let Some(pct) = std::env::var("SERVETWIN_CARVEOUT")
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok())
-    {
-        func.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-            pct,
-        )
-        .map_err(|e| RunnerError::Compile {
-            message: format!("{name}: carveout {pct}: {e:?}"),
-            log: String::new(),
-        })?;
-    }
-    if let Some(bytes) = smem {
-        func.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            bytes as i32,
-        )
-        .map_err(|e| RunnerError::Compile {
-            message: format!("{name} needs {bytes} B of shared memory: {e:?}"),
-            log: String::new(),
-        })?;
-    }
-    Ok(func)
-}
-
-/// NVRTC options for `arch` with the CUDA headers on the include path.
-pub(crate) fn nvrtc_options(arch: &'static str) -> CompileOptions {
-    CompileOptions {
-        arch: Some(arch),
-        include_paths: vec![cuda_include_dir()],
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
-    }
-}
-
 impl Kernels {
     pub fn compile(ctx: &Arc<CudaContext>, shape: KernelShape) -> Result<Self, RunnerError> {
         if !shape.head_dim.is_multiple_of(32) || shape.head_dim > 256 {
@@ -164,12 +89,53 @@ impl Kernels {
             .map_err(|e| dev_err("compute capability", e))?;
         // NVRTC wants a 'static arch string; one leak per runner start.
         let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-        let opts = nvrtc_options(arch);
-        let module = build_module(ctx, kernel_source(shape), opts)?;
-        let f = |name: &str| load_kernel(&module, name, None);
-        let with_smem = |name: &str, bytes: u32| load_kernel(&module, name, Some(bytes));
+        let opts = CompileOptions {
+            arch: Some(arch),
+            include_paths: vec![cuda_include_dir()],
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
+        };
+        let ptx = compile_ptx_with_opts(kernel_source(shape), opts).map_err(|e| match e {
+            CompileError::CompileError {
+                nvrtc,
+                options,
+                log,
+            } => RunnerError::Compile {
+                message: format!("NVRTC {nvrtc:?} with options {options:?}"),
+                log: log.to_string_lossy().into_owned(),
+            },
+            other => RunnerError::Compile {
+                message: format!("{other:?}"),
+                log: String::new(),
+            },
+        })?;
+        let module = ctx.load_module(ptx).map_err(|e| RunnerError::Compile {
+            message: format!("loading the PTX module: {e:?}"),
+            log: String::new(),
+        })?;
+        let f = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| RunnerError::Compile {
+                    message: format!("kernel {name} missing from the module: {e:?}"),
+                    log: String::new(),
+                })
+        };
         // 2 stages x (K, V) x 64 keys x (head_dim + 8 padding) bf16: ATTN_PREFILL_SMEM in attention.cu.
         let prefill_smem = (2 * 2 * 64 * (shape.head_dim + 8) * 2) as u32;
+        // Kernels that take more than the default 48 KB of dynamic shared memory.
+        let with_smem = |name: &str, bytes: u32| {
+            let func = f(name)?;
+            func.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+            .map_err(|e| RunnerError::Compile {
+                message: format!("{name} needs {bytes} B of shared memory: {e:?}"),
+                log: String::new(),
+            })?;
+            Ok::<_, RunnerError>(func)
+        };
         let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
         let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
         Ok(Self {

@@ -29,7 +29,6 @@
 mod decode;
 mod device;
 mod forward;
-mod fused;
 mod gemm;
 mod kernels;
 mod linear;
@@ -150,10 +149,6 @@ pub struct CudaRunner {
     decode_target_warps: usize,
     use_pdl: bool,
     fuse_rope: bool,
-    /// Hopper's fused decode layers (fused.rs), when the device and shape allow.
-    fused: Option<fused::FusedKernels>,
-    /// Decode-only steps of at most this many tokens take the fused layers.
-    fused_max_rows: usize,
 }
 
 fn workspace(
@@ -220,10 +215,6 @@ impl CudaRunner {
             num_kv_heads: cfg.num_key_value_heads,
         };
         let kernels = Kernels::compile(&ctx, shape)?;
-        let mut fused = fused::compile_fused(&ctx, fused::FusedShape::of(cfg), shape)?;
-        if let Some(f) = fused.as_mut() {
-            f.upload_layers(&ctx, weights)?;
-        }
         let gemm = Gemm::new(&ctx, &stream)?;
         let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
 
@@ -310,8 +301,6 @@ impl CudaRunner {
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
             fuse_rope: true,
-            fused,
-            fused_max_rows: 0,
         })
     }
 
@@ -382,19 +371,6 @@ impl CudaRunner {
     pub fn set_fuse_rope(&mut self, on: bool) {
         self.fuse_rope = on;
         self.graphs.clear();
-    }
-
-    /// Decode-only steps of at most `max_rows` tokens (at most
-    /// [`fused::FUSED_MAX_ROWS`]) run the fused Hopper layers where the device
-    /// compiled them (fused.rs); 0 turns them off. Returns the limit in effect.
-    pub fn set_fused_layers(&mut self, max_rows: usize) -> usize {
-        self.fused_max_rows = if self.fused.is_some() {
-            max_rows.min(fused::FUSED_MAX_ROWS)
-        } else {
-            0
-        };
-        self.graphs.clear();
-        self.fused_max_rows
     }
 
     /// The decode attention kernel setting and split target in use.
