@@ -15,8 +15,6 @@ pub enum DecodeKernel {
     Prefetch8,
     /// A block of 4 warps per unit sharing its keys, 4 loads of 16 bytes in flight per lane.
     BlockW4U4,
-    /// EXPERIMENT, timing only (wrong results): BlockW4U4's loads without its math.
-    BlockW4U4LoadsOnly,
     /// A block of 8 warps per unit sharing its keys, 4 loads in flight per lane.
     BlockW8U4,
     /// A block per (sequence, split) with a warp per KV head: whole cache slots read at once.
@@ -48,10 +46,9 @@ enum Layout {
 }
 
 impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 6] = [
+    pub const ALL: [DecodeKernel; 5] = [
         DecodeKernel::Prefetch8,
         DecodeKernel::BlockW4U4,
-        DecodeKernel::BlockW4U4LoadsOnly,
         DecodeKernel::BlockW8U4,
         DecodeKernel::HeadsU4,
         DecodeKernel::MmaW4S3,
@@ -79,7 +76,7 @@ impl DecodeKernel {
     fn layout(self) -> Layout {
         match self {
             DecodeKernel::Prefetch8 => Layout::WarpPerUnit,
-            DecodeKernel::BlockW4U4 | DecodeKernel::BlockW4U4LoadsOnly => Layout::BlockPerUnit(4),
+            DecodeKernel::BlockW4U4 => Layout::BlockPerUnit(4),
             DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
             DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
             DecodeKernel::MmaW4S3 => Layout::BlockPerUnit(4),
@@ -140,7 +137,6 @@ impl DecodeKernel {
         match self {
             DecodeKernel::Prefetch8 => None,
             DecodeKernel::BlockW4U4 => Some(&k.attn_decode_block_w4u4_rope),
-            DecodeKernel::BlockW4U4LoadsOnly => Some(&k.attn_decode_block_w4u4_loads_rope),
             DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
             DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
             DecodeKernel::MmaW4S3 => Some(&k.attn_decode_mma_w4s3_rope),
@@ -150,7 +146,7 @@ impl DecodeKernel {
     fn function(self, k: &Kernels) -> &CudaFunction {
         match self {
             DecodeKernel::Prefetch8 => &k.attn_decode,
-            DecodeKernel::BlockW4U4 | DecodeKernel::BlockW4U4LoadsOnly => &k.attn_decode_block_w4u4,
+            DecodeKernel::BlockW4U4 => &k.attn_decode_block_w4u4,
             DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
             DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
             DecodeKernel::MmaW4S3 => &k.attn_decode_mma_w4s3,

@@ -170,7 +170,7 @@ __device__ __forceinline__ void db_merge_write(const float* sm_o, const float* s
 // heads; the block whose split holds the new key (position L - 1) rotates it, writes K and V to
 // the cache slot, and folds the key in from registers (its cache loop stops before it, since
 // this kernel's own writes are not visible to its read-only loads).
-template <int WARPS, int U, bool HEADS, bool ROPE, bool LOADS_ONLY>
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_impl(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,
@@ -245,14 +245,6 @@ __device__ __forceinline__ void attn_decode_block_impl(
     for (int base = kb + wk * CHUNK; base < kend; base += SHARERS * CHUNK) {
         uint4 kr[U], vr[U];
         db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, kend);
-        if constexpr (LOADS_ONLY) {
-            // Timing only: every loaded word folded in, none of the score or softmax work.
-            u32 x = 0;
-#pragma unroll
-            for (int u = 0; u < U; u++) x ^= kr[u].x ^ kr[u].y ^ kr[u].z ^ kr[u].w ^ vr[u].x ^ vr[u].y ^ vr[u].z ^ vr[u].w;
-            acc[0][0] += __int_as_float(x & 0x007fffffu);
-            continue;
-        }
 #pragma unroll
         for (int j = 0; j < GQA_GROUP; j++) {
             float sc[U];
@@ -348,14 +340,14 @@ __device__ __forceinline__ void attn_decode_block_impl(
     db_merge_write(&sm_o[0][0][0], &sm_ml[0][0][0], SHARERS, kvh, i, row, z, nsplit, out, part_o, part_ml);
 }
 
-template <int WARPS, int U, bool HEADS, bool ROPE, bool LOADS_ONLY = false>
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_body(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
     const int* __restrict__ decodes, const int* __restrict__ block_tables, const int* __restrict__ hdr,
     int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
     const RopeIn& rope) {
     if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32 && (!ROPE || HEAD_DIM == 8 * DB_LPK)) {
-        attn_decode_block_impl<WARPS, U, HEADS, ROPE, LOADS_ONLY>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,
+        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,
                                                       block_size, scale_log2, part_o, part_ml, nsplit, rope);
     } else {
         __trap();
@@ -389,12 +381,3 @@ __device__ __forceinline__ void attn_decode_block_body(
 DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false)
 DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false)
 DECODE_BLOCK_ENTRY(attn_decode_heads_u4, NUM_KV_HEADS, 4, true)
-// EXPERIMENT (timing only, wrong results): BlockW4U4 with RoPE, its loads and nothing of the math.
-extern "C" __global__ void __launch_bounds__(128) attn_decode_block_w4u4_loads_rope(
-    DECODE_BLOCK_PARAMS, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,
-    const float* __restrict__ cos_t, const float* __restrict__ sin_t, const int* __restrict__ slots, int max_pos,
-    float eps) {
-    if ((int)blockIdx.x >= n_units) return;
-    const RopeIn rope = {q_norm, k_norm, cos_t, sin_t, slots, max_pos, eps};
-    attn_decode_block_body<4, 4, false, true, true>(DECODE_BLOCK_ARGS, rope);
-}

@@ -40,7 +40,6 @@ pub(crate) struct Kernels {
     pub attn_decode_block_w8u4: CudaFunction,
     pub attn_decode_heads_u4: CudaFunction,
     pub attn_decode_block_w4u4_rope: CudaFunction,
-    pub attn_decode_block_w4u4_loads_rope: CudaFunction,
     pub attn_decode_block_w8u4_rope: CudaFunction,
     pub attn_decode_heads_u4_rope: CudaFunction,
     /// Tensor-core decode attention (4 warps, 3 pipeline stages), and the same
@@ -152,7 +151,6 @@ impl Kernels {
             attn_decode_block_w8u4: f("attn_decode_block_w8u4")?,
             attn_decode_heads_u4: f("attn_decode_heads_u4")?,
             attn_decode_block_w4u4_rope: f("attn_decode_block_w4u4_rope")?,
-            attn_decode_block_w4u4_loads_rope: f("attn_decode_block_w4u4_loads_rope")?,
             attn_decode_block_w8u4_rope: f("attn_decode_block_w8u4_rope")?,
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
             attn_decode_mma_w4s3: with_smem("attn_decode_mma_w4s3", mma_smem)?,
