@@ -11,10 +11,11 @@
 //   slot-major: [slot][kv head][dim], the runner's layout: a head's row every 2 KB;
 //   page-major: [page][kv head][16 slots][dim]: a head's 16 rows of a page contiguous (4 KB).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 scripts/kv_layout_bench.cu -o kv_layout_bench && ./kv_layout_bench
+//   nvcc -O3 -std=c++17 -arch=sm_90 scripts/kv_layout_bench.cu -o kv_layout_bench && ./kv_layout_bench [bulk]
 #include <cuda_bf16.h>
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #define SEQS 64
@@ -99,11 +100,78 @@ __global__ void __launch_bounds__(128) stream_frag(const uint4* __restrict__ k, 
     if (acc == 1.2345f) out[0] = acc;
 }
 
+// Bulk copies (cp.async.bulk + mbarrier, sm_90): each warp takes chunks of CH keys in turn and
+// keeps S of them in flight in a shared-memory ring, one copy per 256-byte row (slot-major) or
+// one per K and per V run of CH rows (page-major, CH dividing PAGE: the rows are contiguous).
+// Its lanes then read the chunk from shared memory as attn_decode_block's lanes read registers.
+template <bool PAGE_MAJOR, int CH, int S>
+__global__ void __launch_bounds__(128) stream_bulk(const uint4* __restrict__ k, const uint4* __restrict__ v,
+                                                   float* out) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) unsigned long long bars[4][S];
+    constexpr unsigned ROW = DIM * 2, STAGE = 2 * CH * ROW;
+    const int seq = blockIdx.x / HEADS, head = blockIdx.x % HEADS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane >> 4, sub = lane & 15;
+    const unsigned data = (unsigned)__cvta_generic_to_shared(ring) + warp * S * STAGE;
+    const unsigned bar0 = (unsigned)__cvta_generic_to_shared(&bars[warp][0]);
+    if (lane == 0) {
+        for (int s = 0; s < S; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * s));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    constexpr int CHUNKS = (KEYS + CH - 1) / CH;
+    auto fill = [&](int s, int c) {
+        const int base = c * CH, n = min(CH, KEYS - base);
+        const unsigned bar = bar0 + 8 * s;
+        __syncwarp();
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(2u * n * ROW) : "memory");
+        const int copies = PAGE_MAJOR ? 2 : 2 * n;
+        for (int idx = lane; idx < copies; idx += 32) {
+            const bool isv = PAGE_MAJOR ? idx == 1 : idx >= n;
+            const int key = PAGE_MAJOR ? 0 : idx % n;
+            const unsigned bytes = PAGE_MAJOR ? n * ROW : ROW;
+            const long long row = cache_row<PAGE_MAJOR>(seq, base + key, head);
+            const uint4* src = (isv ? v : k) + row * (DIM / 8);
+            const unsigned dst = data + s * STAGE + (isv ? CH * ROW : 0) + key * ROW;
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                         "l"(src), "r"(bytes), "r"(bar)
+                         : "memory");
+        }
+    };
+    for (int s = 0; s < S; s++)
+        if (warp + 4 * s < CHUNKS) fill(s, warp + 4 * s);
+    float acc = 0.f;
+    int it = 0;
+    for (int c = warp; c < CHUNKS; c += 4, it++) {
+        const int s = it % S;
+        asm volatile("{\n.reg .pred P;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n@!P bra W;\n}" ::"r"(bar0 + 8 * s),
+                     "r"((it / S) & 1)
+                     : "memory");
+        const int n = min(CH, KEYS - c * CH);
+#pragma unroll
+        for (int u = 0; u < CH / 2; u++) {
+            const int key = 2 * u + part;
+            uint4 a = make_uint4(0, 0, 0, 0), b = a;
+            if (key < n) {
+                const unsigned at = data + s * STAGE + key * ROW + sub * 16;
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(at));
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
+                             : "r"(at + CH * ROW));
+            }
+            acc += uses16(a, b);
+        }
+        if (c + 4 * S < CHUNKS) fill(s, c + 4 * S);
+    }
+    if (acc == 1.2345f) out[0] = acc;
+}
+
 // Median microseconds per layer of `layers` launches of `kernel` (one layer's K and V each),
 // over 25 timed rounds after 5; prints a CSV row with `u` in its second column.
 template <typename Kernel>
 static void time_layers(const char* name, int u, Kernel kernel, const uint4* k, const uint4* v, float* out,
-                        int layers) {
+                        int layers, int smem = 0) {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
@@ -112,7 +180,7 @@ static void time_layers(const char* name, int u, Kernel kernel, const uint4* k, 
         cudaEventRecord(a);
         for (int l = 0; l < layers; l++) {
             const long long off = (long long)l * SEQS * KEYS * HEADS * DIM / 8;
-            kernel<<<SEQS * HEADS, 128>>>(k + off, v + off, out);
+            kernel<<<SEQS * HEADS, 128, smem>>>(k + off, v + off, out);
         }
         cudaEventRecord(b);
         cudaEventSynchronize(b);
@@ -134,7 +202,14 @@ static void run_frag(const char* name, const uint4* k, const uint4* v, float* ou
     time_layers(name, 16, stream_frag<PM, CONTIG>, k, v, out, layers);
 }
 
-int main() {
+template <bool PM, int CH, int S>
+static void run_bulk(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
+    const int smem = 4 * S * 2 * CH * DIM * 2;
+    cudaFuncSetAttribute(stream_bulk<PM, CH, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    time_layers(name, CH * 100 + S, stream_bulk<PM, CH, S>, k, v, out, layers, smem);
+}
+
+int main(int argc, char** argv) {
     printf("layout,u,us_per_layer,gb_s\n");
     const int layers = 28;
     const size_t n = (size_t)layers * SEQS * KEYS * HEADS * DIM;  // bf16 per cache
@@ -152,6 +227,22 @@ int main() {
         stream<true, 4><<<SEQS * HEADS, 128>>>(k, v, out);
     }
     cudaDeviceSynchronize();
+    // `bulk`: the bulk-copy variants only (u = 100 x keys per chunk + stages), between two
+    // runs of the register kernels' two reference points.
+    if (argc > 1 && std::string(argv[1]) == "bulk") {
+        run<false, 4>("slot-major", k, v, out, layers);
+        run<false, 8>("slot-major", k, v, out, layers);
+        run_bulk<false, 8, 3>("slot-major-bulk", k, v, out, layers);
+        run_bulk<true, 8, 3>("page-major-bulk", k, v, out, layers);
+        run_bulk<true, 8, 4>("page-major-bulk", k, v, out, layers);
+        run_bulk<true, 16, 2>("page-major-bulk", k, v, out, layers);
+        run_bulk<true, 16, 3>("page-major-bulk", k, v, out, layers);
+        run_bulk<false, 16, 2>("slot-major-bulk", k, v, out, layers);
+        run_bulk<true, 8, 2>("page-major-bulk", k, v, out, layers);
+        run<false, 4>("slot-major", k, v, out, layers);
+        printf("%s\n", cudaGetErrorString(cudaDeviceSynchronize()));
+        return 0;
+    }
     run<false, 4>("slot-major", k, v, out, layers);
     run<true, 4>("page-major", k, v, out, layers);
     run<false, 8>("slot-major", k, v, out, layers);
