@@ -15,9 +15,6 @@ pub enum DecodeKernel {
     Prefetch8,
     /// A block of 4 warps per unit sharing its keys, 4 loads of 16 bytes in flight per lane.
     BlockW4U4,
-    /// BlockW4U4 with each warp's chunks arriving through a 3-stage ring of bulk copies
-    /// (decode_kv_ring.cu; sm_90 and later, the kernel traps before).
-    BlockW4T3,
     /// A block of 8 warps per unit sharing its keys, 4 loads in flight per lane.
     BlockW8U4,
     /// A block per (sequence, split) with a warp per KV head: whole cache slots read at once.
@@ -37,20 +34,6 @@ pub(crate) fn mma_smem_bytes(head_dim: usize, warps: usize, stages: usize) -> u3
     (warps * stages * 2 * 16 * row + 18 * row) as u32
 }
 
-/// Dynamic shared memory of a block kernel whose `warps` warps each keep a
-/// ring of `stages` chunks (`KvRing` in decode_kv_ring.cu): a chunk is the K
-/// and V rows of `4 * 32 / DB_LPK` keys, DB_LPK lanes reading a row.
-pub(crate) fn ring_smem_bytes(head_dim: usize, warps: usize, stages: usize) -> u32 {
-    let lanes_per_key = match head_dim {
-        0..=32 => 4,
-        33..=64 => 8,
-        65..=128 => 16,
-        _ => 32,
-    };
-    let chunk = 4 * 32 / lanes_per_key;
-    (warps * stages * 2 * chunk * head_dim * 2) as u32
-}
-
 /// How a kernel maps units of work onto blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layout {
@@ -63,10 +46,9 @@ enum Layout {
 }
 
 impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 6] = [
+    pub const ALL: [DecodeKernel; 5] = [
         DecodeKernel::Prefetch8,
         DecodeKernel::BlockW4U4,
-        DecodeKernel::BlockW4T3,
         DecodeKernel::BlockW8U4,
         DecodeKernel::HeadsU4,
         DecodeKernel::MmaW4S3,
@@ -94,7 +76,7 @@ impl DecodeKernel {
     fn layout(self) -> Layout {
         match self {
             DecodeKernel::Prefetch8 => Layout::WarpPerUnit,
-            DecodeKernel::BlockW4U4 | DecodeKernel::BlockW4T3 => Layout::BlockPerUnit(4),
+            DecodeKernel::BlockW4U4 => Layout::BlockPerUnit(4),
             DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
             DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
             DecodeKernel::MmaW4S3 => Layout::BlockPerUnit(4),
@@ -110,11 +92,10 @@ impl DecodeKernel {
     }
 
     /// Dynamic shared memory a launch of this kernel takes.
-    pub(crate) fn smem_bytes(self, head_dim: usize) -> u32 {
-        match (self, self.mma_stages()) {
-            (_, Some(stages)) => mma_smem_bytes(head_dim, self.warps_per_unit(), stages),
-            (DecodeKernel::BlockW4T3, None) => ring_smem_bytes(head_dim, 4, 3),
-            _ => 0,
+    fn smem_bytes(self, head_dim: usize) -> u32 {
+        match self.mma_stages() {
+            Some(stages) => mma_smem_bytes(head_dim, self.warps_per_unit(), stages),
+            None => 0,
         }
     }
 
@@ -156,7 +137,6 @@ impl DecodeKernel {
         match self {
             DecodeKernel::Prefetch8 => None,
             DecodeKernel::BlockW4U4 => Some(&k.attn_decode_block_w4u4_rope),
-            DecodeKernel::BlockW4T3 => Some(&k.attn_decode_block_w4t3_rope),
             DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
             DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
             DecodeKernel::MmaW4S3 => Some(&k.attn_decode_mma_w4s3_rope),
@@ -167,7 +147,6 @@ impl DecodeKernel {
         match self {
             DecodeKernel::Prefetch8 => &k.attn_decode,
             DecodeKernel::BlockW4U4 => &k.attn_decode_block_w4u4,
-            DecodeKernel::BlockW4T3 => &k.attn_decode_block_w4t3,
             DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
             DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
             DecodeKernel::MmaW4S3 => &k.attn_decode_mma_w4s3,

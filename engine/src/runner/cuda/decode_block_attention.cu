@@ -170,7 +170,7 @@ __device__ __forceinline__ void db_merge_write(const float* sm_o, const float* s
 // heads; the block whose split holds the new key (position L - 1) rotates it, writes K and V to
 // the cache slot, and folds the key in from registers (its cache loop stops before it, since
 // this kernel's own writes are not visible to its read-only loads).
-template <int WARPS, int U, bool HEADS, bool ROPE, int STAGES>
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_impl(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,
@@ -242,43 +242,9 @@ __device__ __forceinline__ void attn_decode_block_impl(
             }
         }
     }
-    // STAGES > 0: this warp's chunks arrive through a ring of bulk copies (decode_kv_ring.cu),
-    // STAGES chunks ahead; otherwise they are loaded into registers one chunk at a time.
-    KvRing<(STAGES > 0 ? STAGES : 1), CHUNK> ring;
-    constexpr int STRIDE = SHARERS * CHUNK;  // keys between a warp's consecutive chunks
-    if constexpr (STAGES > 0) {
-        extern __shared__ __align__(128) unsigned char db_ring[];
-        __shared__ __align__(8) unsigned long long db_bars[WARPS][STAGES > 0 ? STAGES : 1];
-        ring.data = (u32)__cvta_generic_to_shared(db_ring) + warp * STAGES * ring.STAGE_BYTES;
-        ring.bars = (u32)__cvta_generic_to_shared(&db_bars[warp][0]);
-        ring.init(lane);
-#pragma unroll
-        for (int s = 0; s < STAGES; s++) {
-            const int b = kb + wk * CHUNK + s * STRIDE;
-            if (b < kend) ring.fill(s, lane, k_cache, v_cache, bt, block_size, kvh, b, kend, -1);
-        }
-    }
-    int it = 0;
-    for (int base = kb + wk * CHUNK; base < kend; base += STRIDE, it++) {
+    for (int base = kb + wk * CHUNK; base < kend; base += SHARERS * CHUNK) {
         uint4 kr[U], vr[U];
-        if constexpr (STAGES > 0) {
-            const int s = it % STAGES;
-            // The next fill's block-table entry, read before the wait so that it is there when
-            // the fill is issued.
-            const int next = base + STAGES * STRIDE;
-            const int page = one_block && next < kend ? bt[next / block_size] : -1;
-            ring.wait(s, it / STAGES);
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int key = u * DB_KPW + part;
-                const bool live = base + key < kend && has_dims;
-                kr[u] = live ? ring.row(s, false, key, dim0) : make_uint4(0, 0, 0, 0);
-                vr[u] = live ? ring.row(s, true, key, dim0) : make_uint4(0, 0, 0, 0);
-            }
-            if (next < kend) ring.fill(s, lane, k_cache, v_cache, bt, block_size, kvh, next, kend, page);
-        } else {
-            db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, kend);
-        }
+        db_load<U>(kr, vr, k_cache, v_cache, bt, block_size, one_block, kvh, part, dim0, has_dims, base, kend);
 #pragma unroll
         for (int j = 0; j < GQA_GROUP; j++) {
             float sc[U];
@@ -374,15 +340,14 @@ __device__ __forceinline__ void attn_decode_block_impl(
     db_merge_write(&sm_o[0][0][0], &sm_ml[0][0][0], SHARERS, kvh, i, row, z, nsplit, out, part_o, part_ml);
 }
 
-template <int WARPS, int U, bool HEADS, bool ROPE, int STAGES>
+template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_body(
     bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
     const int* __restrict__ decodes, const int* __restrict__ block_tables, const int* __restrict__ hdr,
     int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
     const RopeIn& rope) {
-    if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32 && (!ROPE || HEAD_DIM == 8 * DB_LPK) &&
-                  (STAGES == 0 || KV_RING_SUPPORTED)) {
-        attn_decode_block_impl<WARPS, U, HEADS, ROPE, STAGES>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,
+    if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32 && (!ROPE || HEAD_DIM == 8 * DB_LPK)) {
+        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,
                                                       block_size, scale_log2, part_o, part_ml, nsplit, rope);
     } else {
         __trap();
@@ -399,11 +364,11 @@ __device__ __forceinline__ void attn_decode_block_body(
         int n_units
 #define DECODE_BLOCK_ARGS \
     qkv, k_cache, v_cache, out, decodes, block_tables, hdr, block_size, scale_log2, part_o, part_ml, nsplit
-#define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS, STAGES)                                                     \
+#define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS)                                                             \
     extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(DECODE_BLOCK_PARAMS) {                  \
         if ((int)blockIdx.x >= n_units) return;                                                             \
         const RopeIn none = {nullptr, nullptr, nullptr, nullptr, nullptr, 1, 0.0f};                          \
-        attn_decode_block_body<WARPS, U, HEADS, false, STAGES>(DECODE_BLOCK_ARGS, none);                    \
+        attn_decode_block_body<WARPS, U, HEADS, false>(DECODE_BLOCK_ARGS, none);                            \
     }                                                                                                       \
     extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME##_rope(                                 \
         DECODE_BLOCK_PARAMS, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,              \
@@ -411,11 +376,8 @@ __device__ __forceinline__ void attn_decode_block_body(
         int max_pos, float eps) {                                                                           \
         if ((int)blockIdx.x >= n_units) return;                                                             \
         const RopeIn rope = {q_norm, k_norm, cos_t, sin_t, slots, max_pos, eps};                            \
-        attn_decode_block_body<WARPS, U, HEADS, true, STAGES>(DECODE_BLOCK_ARGS, rope);                     \
+        attn_decode_block_body<WARPS, U, HEADS, true>(DECODE_BLOCK_ARGS, rope);                             \
     }
-DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false, 0)
-DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false, 0)
-DECODE_BLOCK_ENTRY(attn_decode_heads_u4, NUM_KV_HEADS, 4, true, 0)
-// The 4-warp block kernel with its chunks through a 3-stage ring of bulk copies per warp
-// (dynamic shared memory: 4 warps x 3 stages x 2 x CHUNK rows).
-DECODE_BLOCK_ENTRY(attn_decode_block_w4t3, 4, 4, false, 3)
+DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false)
+DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false)
+DECODE_BLOCK_ENTRY(attn_decode_heads_u4, NUM_KV_HEADS, 4, true)

@@ -78,30 +78,6 @@ __device__ __forceinline__ void dm_load_tile(DmRow* Ks, DmRow* Vs, const bf16* _
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-// EXPERIMENT: the tile by bulk copies (sm_90) completing on mbarrier `bar`: lane r < 16 copies
-// K row r, lane 16 + r V row r, for the rows before `end`; `page` is the block-table entry of
-// the whole tile (>= 0) or -1 for a lookup per key. The caller zeroes rows at or past `end`.
-__device__ __forceinline__ void dm_bulk_tile(DmRow* Ks, DmRow* Vs, u32 bar, const bf16* __restrict__ k_cache,
-                                             const bf16* __restrict__ v_cache, const int* __restrict__ bt,
-                                             int block_size, int kvh, int base, int end, unsigned lane, int page) {
-    const int n = end - base <= 0 ? 0 : (end - base < DM_KEYS ? end - base : DM_KEYS);
-    __syncwarp();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    if (lane == 0)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(2u * n * HEAD_DIM * 2)
-                     : "memory");
-    const int r = lane % DM_KEYS;
-    if (r < n) {
-        const int key = base + r;
-        const long long slot = (long long)(page >= 0 ? page : bt[key / block_size]) * block_size + key % block_size;
-        const bf16* src = (lane < DM_KEYS ? k_cache : v_cache) + (slot * NUM_KV_HEADS + kvh) * HEAD_DIM;
-        const u32 dst = (u32)__cvta_generic_to_shared(lane < DM_KEYS ? &Ks[r][0] : &Vs[r][0]);
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                     "l"(src), "r"(HEAD_DIM * 2), "r"(bar)
-                     : "memory");
-    }
-}
-
 template <int STAGES>
 __device__ __forceinline__ void dm_wait_oldest() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
@@ -137,23 +113,10 @@ __device__ __forceinline__ void attn_decode_mma_impl(
     // cache: the block that owns it zero-fills its row and patches in the rotated key below.
     const int first = kb + warp * DM_KEYS, stride = WARPS * DM_KEYS;
     const int load_end = owns_new ? L - 1 : ke;
-    __shared__ __align__(8) unsigned long long dm_bars[WARPS][STAGES];
-    const u32 bar0 = (u32)__cvta_generic_to_shared(&dm_bars[warp][0]);
-    if (lane == 0) {
 #pragma unroll
-        for (int s = 0; s < STAGES; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar0 + 8 * s));
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncwarp();
-    auto page_of = [&](int b) { return one_block && b < load_end ? bt[b / block_size] : -1; };
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        const int b = first + s * stride;
-        if (b < ke)
-            dm_bulk_tile(k_stage + s * DM_KEYS, v_stage + s * DM_KEYS, bar0 + 8 * s, k_cache, v_cache, bt, block_size,
-                         kvh, b, load_end, lane, page_of(b));
-    }
-    int page_next = page_of(first + (STAGES - 1) * stride);
+    for (int s = 0; s < STAGES - 1; s++)
+        dm_load_tile(k_stage + s * DM_KEYS, v_stage + s * DM_KEYS, k_cache, v_cache, bt, block_size, one_block, kvh,
+                     first + s * stride, load_end, lane);
 
     // Query rows: head kvh * GQA_GROUP + j in row j, rows past the group zero. Lane groups of
     // DB_LPK lanes take a row, 8 elements per lane.
@@ -208,28 +171,14 @@ __device__ __forceinline__ void attn_decode_mma_impl(
     int t = 0;
     for (int base = first; base < ke; base += stride, t++) {
         {  // keep STAGES - 1 tiles in flight: issue tile t + STAGES - 1 into the stage freed last time
-            const int st = (t + STAGES - 1) % STAGES, b = base + (STAGES - 1) * stride;
-            if (b < ke)
-                dm_bulk_tile(k_stage + st * DM_KEYS, v_stage + st * DM_KEYS, bar0 + 8 * st, k_cache, v_cache, bt,
-                             block_size, kvh, b, load_end, lane, page_next);
-            page_next = page_of(b + stride);  // read now, used next iteration
+            const int st = (t + STAGES - 1) % STAGES;
+            dm_load_tile(k_stage + st * DM_KEYS, v_stage + st * DM_KEYS, k_cache, v_cache, bt, block_size, one_block,
+                         kvh, base + (STAGES - 1) * stride, load_end, lane);
         }
-        asm volatile("{\n.reg .pred P;\nDM_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n@!P bra DM_WAIT;\n}\n" ::"r"(
-                         bar0 + 8 * (t % STAGES)),
-                     "r"((t / STAGES) & 1)
-                     : "memory");
+        dm_wait_oldest<STAGES>();
+        __syncwarp();
         DmRow* Ks = k_stage + (t % STAGES) * DM_KEYS;
         DmRow* Vs = v_stage + (t % STAGES) * DM_KEYS;
-        if (base + DM_KEYS > load_end) {  // rows the copies left out: zero (zero V keeps 0 * garbage finite)
-            for (int c = lane; c < DM_KEYS * (HEAD_DIM / 8); c += 32) {
-                const int r = c / (HEAD_DIM / 8), col = (c % (HEAD_DIM / 8)) * 8;
-                if (base + r >= load_end) {
-                    *reinterpret_cast<uint4*>(&Ks[r][col]) = make_uint4(0, 0, 0, 0);
-                    *reinterpret_cast<uint4*>(&Vs[r][col]) = make_uint4(0, 0, 0, 0);
-                }
-            }
-        }
-        __syncwarp();
         if (owns_new && base <= L - 1 && L - 1 < base + DM_KEYS) {
             if (lane < HEAD_DIM / 8) {
                 *reinterpret_cast<uint4*>(&Ks[L - 1 - base][lane * 8]) = *reinterpret_cast<const uint4*>(&new_kv[0][lane * 8]);
@@ -311,6 +260,7 @@ __device__ __forceinline__ void attn_decode_mma_impl(
         }
         __syncwarp();  // every lane is done with this stage before it is refilled
     }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);

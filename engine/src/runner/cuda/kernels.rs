@@ -15,7 +15,6 @@ use std::sync::Arc;
 const KERNELS_CU: &str = include_str!("kernels.cu");
 const ATTENTION_CU: &str = include_str!("attention.cu");
 const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
-const DECODE_KV_RING_CU: &str = include_str!("decode_kv_ring.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
 const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
@@ -41,9 +40,6 @@ pub(crate) struct Kernels {
     pub attn_decode_block_w8u4: CudaFunction,
     pub attn_decode_heads_u4: CudaFunction,
     pub attn_decode_block_w4u4_rope: CudaFunction,
-    /// BlockW4U4 fed by a ring of bulk copies (decode_kv_ring.cu), with and without RoPE.
-    pub attn_decode_block_w4t3: CudaFunction,
-    pub attn_decode_block_w4t3_rope: CudaFunction,
     pub attn_decode_block_w8u4_rope: CudaFunction,
     pub attn_decode_heads_u4_rope: CudaFunction,
     /// Tensor-core decode attention (4 warps, 3 pipeline stages), and the same
@@ -59,7 +55,7 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_KV_RING_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
@@ -142,7 +138,6 @@ impl Kernels {
         };
         let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
         let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
-        let ring_smem = super::decode::ring_smem_bytes(shape.head_dim, 4, 3);
         Ok(Self {
             prefill_smem,
             embed_gather: f("embed_gather")?,
@@ -156,8 +151,6 @@ impl Kernels {
             attn_decode_block_w8u4: f("attn_decode_block_w8u4")?,
             attn_decode_heads_u4: f("attn_decode_heads_u4")?,
             attn_decode_block_w4u4_rope: f("attn_decode_block_w4u4_rope")?,
-            attn_decode_block_w4t3: with_smem("attn_decode_block_w4t3", ring_smem)?,
-            attn_decode_block_w4t3_rope: with_smem("attn_decode_block_w4t3_rope", ring_smem)?,
             attn_decode_block_w8u4_rope: f("attn_decode_block_w8u4_rope")?,
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
             attn_decode_mma_w4s3: with_smem("attn_decode_mma_w4s3", mma_smem)?,

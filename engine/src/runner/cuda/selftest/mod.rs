@@ -136,7 +136,7 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 23] = [
+    let checks: [(&str, Check); 20] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -151,15 +151,6 @@ pub fn kernel_self_test(
         }),
         ("attn_prefill+decode_block_w4u4(nsplit=1)", |c| {
             check_attention(c, 1, DecodeKernel::BlockW4U4)
-        }),
-        ("attn_prefill+decode_block_w4t3(nsplit=1)", |c| {
-            check_attention(c, 1, DecodeKernel::BlockW4T3)
-        }),
-        ("attn_prefill+decode_block_w4t3(nsplit=3)", |c| {
-            check_attention(c, 3, DecodeKernel::BlockW4T3)
-        }),
-        ("attn_decode_block_w4t3 fused rope (nsplit=2)", |c| {
-            check_fused_rope(c, 2, DecodeKernel::BlockW4T3)
         }),
         ("attn_prefill+decode_block_w8u4(nsplit=3)", |c| {
             check_attention(c, 3, DecodeKernel::BlockW8U4)
