@@ -3,17 +3,29 @@
 
 #define DEC_WARPS 4
 
-// The keys [kb, ke) of split z when a sequence's L keys are cut into nsplit splits of `per` keys,
-// `per` a whole number of `chunk`s so that every split, and every chunk in it, starts at a
-// multiple of `chunk`.
-struct KeySplit {
-    int kb, ke, per;
+// A unit's decode entry and keys: entry i's token row and L (the keys it attends to), its
+// sequence's block-table row, and split z's keys [kb, ke) when the L keys are cut into nsplit
+// splits of a whole number of `chunk`s, so that every split, and every chunk in it, starts at
+// a multiple of `chunk`. With ROPE (the kernel also handles the new token's key): whether split
+// z holds that key (position L - 1), and its RoPE position, within the table's max_pos rows.
+struct DecodeUnit {
+    int row, L;
+    const int* bt;
+    int kb, ke;
+    bool owns_new;
+    int pos;
 };
-__device__ __forceinline__ KeySplit key_split(int L, int nsplit, int z, int chunk) {
+template <bool ROPE>
+__device__ __forceinline__ DecodeUnit decode_unit(const int* __restrict__ decodes, const int* __restrict__ block_tables,
+                                                  const int* __restrict__ hdr, int i, int nsplit, int z, int chunk,
+                                                  int max_pos) {
+    const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
+    const int* bt = block_tables + (long long)seq * hdr[0];
     int per = (L + nsplit - 1) / nsplit;
     per = (per + chunk - 1) / chunk * chunk;
-    const int kb = z * per;
-    return {kb, kb + per < L ? kb + per : L, per};
+    const int kb = z * per, ke = kb + per < L ? kb + per : L;
+    const bool owns_new = ROPE && L > 0 && kb <= L - 1 && L - 1 < kb + per;
+    return {row, L, bt, kb, ke, owns_new, ROPE ? min(max(L - 1, 0), max_pos - 1) : 0};
 }
 #define DEC_EPL (HEAD_DIM / 32)
 
@@ -27,6 +39,35 @@ __device__ __forceinline__ void bf16x_to_float(const u32* raw, float* f) {
 #if DEC_EPL % 2 == 1
     f[DEC_EPL - 1] = __bfloat162float(*reinterpret_cast<const bf16*>(&raw[DEC_EPL / 2]));
 #endif
+}
+
+// One lane's result for N dimensions from dim0 of every query head of KV head kvh's group,
+// whose keys it has seen whole (acc, running max m and sum l per head): the output row of
+// decode entry i (nsplit == 1), or split z's partials for attn_combine, (max, sum) written by
+// the lane with `writes_ml`.
+template <int N>
+__device__ __forceinline__ void dec_write_lane(const float (&acc)[GQA_GROUP][N], const float* m, const float* l,
+                                               bool writes_ml, int dim0, int kvh, int i, int row, int z, int nsplit,
+                                               bf16* __restrict__ out, float* __restrict__ part_o,
+                                               float* __restrict__ part_ml) {
+#pragma unroll
+    for (int j = 0; j < GQA_GROUP; j++) {
+        const int h = kvh * GQA_GROUP + j;
+        if (nsplit == 1) {
+            const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
+#pragma unroll
+            for (int e = 0; e < N; e++)
+                out[(long long)row * Q_DIM + h * HEAD_DIM + dim0 + e] = __float2bfloat16(acc[j][e] * inv);
+        } else {
+            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
+#pragma unroll
+            for (int e = 0; e < N; e++) part_o[b * HEAD_DIM + dim0 + e] = acc[j][e];
+            if (writes_ml) {
+                part_ml[b * 2] = m[j];
+                part_ml[b * 2 + 1] = l[j];
+            }
+        }
+    }
 }
 
 // Raw bf16 of DEC_EPL consecutive elements, one u32 per pair (the odd tail in the low half).
@@ -93,10 +134,9 @@ __device__ __forceinline__ void attn_decode_body(
     const int unit = blockIdx.x * DEC_WARPS + warp;
     if (unit >= n_units) return;  // no block-wide barrier below, so idle warps may leave
     const int z = unit % nsplit, kvh = (unit / nsplit) % NUM_KV_HEADS, i = unit / (nsplit * NUM_KV_HEADS);
-    const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
-    const int* bt = block_tables + (long long)seq * hdr[0];
-    const KeySplit sp = key_split(L, nsplit, z, GROUP);
-    const int kb = sp.kb, ke = sp.ke;
+    const DecodeUnit du = decode_unit<false>(decodes, block_tables, hdr, i, nsplit, z, GROUP, 1);
+    const int row = du.row, kb = du.kb, ke = du.ke;
+    const int* bt = du.bt;
 
     float q[GQA_GROUP][DEC_EPL];
 #pragma unroll
@@ -170,24 +210,7 @@ __device__ __forceinline__ void attn_decode_body(
             }
         }
     }
-#pragma unroll
-    for (int j = 0; j < GQA_GROUP; j++) {
-        const int h = kvh * GQA_GROUP + j;
-        if (nsplit == 1) {
-            const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
-#pragma unroll
-            for (int e = 0; e < DEC_EPL; e++)
-                out[(long long)row * Q_DIM + h * HEAD_DIM + lane * DEC_EPL + e] = __float2bfloat16(acc[j][e] * inv);
-        } else {
-            const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
-#pragma unroll
-            for (int e = 0; e < DEC_EPL; e++) part_o[b * HEAD_DIM + lane * DEC_EPL + e] = acc[j][e];
-            if (lane == 0) {
-                part_ml[b * 2] = m[j];
-                part_ml[b * 2 + 1] = l[j];
-            }
-        }
-    }
+    dec_write_lane<DEC_EPL>(acc, m, l, lane == 0, lane * DEC_EPL, kvh, i, row, z, nsplit, out, part_o, part_ml);
 }
 
 // 8-key groups with the next group prefetched (16-key groups without prefetch, and a cp.async

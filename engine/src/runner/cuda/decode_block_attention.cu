@@ -44,6 +44,15 @@ __device__ __forceinline__ uint4 float8_to_bf16x8(const float* f) {
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The parameters every decode kernel body takes (the entries add n_units and, with RoPE, its
+// inputs), and the same as arguments.
+#define DECODE_UNIT_PARAMS                                                                                   \
+    bf16 *__restrict__ qkv, bf16 *__restrict__ k_cache, bf16 *__restrict__ v_cache, bf16 *__restrict__ out, \
+        const int *__restrict__ decodes, const int *__restrict__ block_tables, const int *__restrict__ hdr, \
+        int block_size, float scale_log2, float *__restrict__ part_o, float *__restrict__ part_ml, int nsplit
+#define DECODE_UNIT_ARGS \
+    qkv, k_cache, v_cache, out, decodes, block_tables, hdr, block_size, scale_log2, part_o, part_ml, nsplit
+
 // Whether the partial outputs of WARPS key-sharing warps fit in 48 KB of static shared memory;
 // the runner (DecodeKernel::supports) uses these kernels only then, and they trap otherwise.
 #define DB_FITS(WARPS) ((WARPS) * GQA_GROUP * (HEAD_DIM + 2) * 4 <= 48 * 1024)
@@ -172,10 +181,7 @@ __device__ __forceinline__ void db_merge_write(const float* sm_o, const float* s
 // this kernel's own writes are not visible to its read-only loads).
 template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_impl(
-    bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache,
-    bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,
-    const int* __restrict__ hdr, int block_size, float scale_log2, float* __restrict__ part_o,
-    float* __restrict__ part_ml, int nsplit, const RopeIn& rope) {
+    DECODE_UNIT_PARAMS, const RopeIn& rope) {
     PDL_ENTER();
     constexpr int CHUNK = DB_KPW * U;  // keys one warp takes per iteration
     constexpr int SHARERS = HEADS ? 1 : WARPS;  // warps that share one unit's keys
@@ -189,19 +195,17 @@ __device__ __forceinline__ void attn_decode_block_impl(
     const int kvh = HEADS ? warp : (unit / nsplit) % NUM_KV_HEADS;
     const int i = HEADS ? unit / nsplit : unit / (nsplit * NUM_KV_HEADS);
     const int wk = HEADS ? 0 : warp;  // this warp's place among the sharers
-    const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
-    const int* bt = block_tables + (long long)seq * hdr[0];
-    const KeySplit sp = key_split(L, nsplit, z, CHUNK);
-    const int kb = sp.kb, ke = sp.ke, per = sp.per;
+    const DecodeUnit du = decode_unit<ROPE>(decodes, block_tables, hdr, i, nsplit, z, CHUNK, rope.max_pos);
+    const int row = du.row, L = du.L, kb = du.kb, ke = du.ke, pos = du.pos;
+    const int* bt = du.bt;
     // Chunks start at multiples of CHUNK, so when block_size is one too a chunk lies in one KV
     // block: one table lookup per chunk instead of one division per key.
     const bool one_block = (block_size % CHUNK) == 0;
 
     // The new key (position L - 1) belongs to exactly one split; with ROPE that split's block
     // takes it from registers, so its cache loop ends before it.
-    const bool owns_new = ROPE && L > 0 && kb <= L - 1 && L - 1 < kb + per;
+    const bool owns_new = du.owns_new;
     const int kend = owns_new ? L - 1 : ke;
-    const int pos = ROPE ? min(max(L - 1, 0), rope.max_pos - 1) : 0;
 
     float q[GQA_GROUP][8];
 #pragma unroll
@@ -300,26 +304,8 @@ __device__ __forceinline__ void attn_decode_block_impl(
         }
     }
     if (HEADS) {
-        if (part == 0 && has_dims) {
-#pragma unroll
-            for (int j = 0; j < GQA_GROUP; j++) {
-                const int h = kvh * GQA_GROUP + j;
-                if (nsplit == 1) {
-                    const float inv = l[j] > 0.0f ? 1.0f / l[j] : 0.0f;
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        out[(long long)row * Q_DIM + h * HEAD_DIM + dim0 + e] = __float2bfloat16(acc[j][e] * inv);
-                } else {
-                    const long long b = ((long long)i * NUM_Q_HEADS + h) * nsplit + z;
-#pragma unroll
-                    for (int e = 0; e < 8; e++) part_o[b * HEAD_DIM + dim0 + e] = acc[j][e];
-                    if (lane == 0) {
-                        part_ml[b * 2] = m[j];
-                        part_ml[b * 2 + 1] = l[j];
-                    }
-                }
-            }
-        }
+        if (part == 0 && has_dims)
+            dec_write_lane<8>(acc, m, l, lane == 0, dim0, kvh, i, row, z, nsplit, out, part_o, part_ml);
         return;
     }
     if (part == 0) {
@@ -342,13 +328,9 @@ __device__ __forceinline__ void attn_decode_block_impl(
 
 template <int WARPS, int U, bool HEADS, bool ROPE>
 __device__ __forceinline__ void attn_decode_block_body(
-    bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
-    const int* __restrict__ decodes, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
-    const RopeIn& rope) {
+    DECODE_UNIT_PARAMS, const RopeIn& rope) {
     if constexpr (DB_FITS(HEADS ? 1 : WARPS) && WARPS <= 32 && (!ROPE || HEAD_DIM == 8 * DB_LPK)) {
-        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,
-                                                      block_size, scale_log2, part_o, part_ml, nsplit, rope);
+        attn_decode_block_impl<WARPS, U, HEADS, ROPE>(DECODE_UNIT_ARGS, rope);
     } else {
         __trap();
     }
@@ -357,27 +339,24 @@ __device__ __forceinline__ void attn_decode_block_body(
 // Grid: one block per unit, split fastest: n_dec * NUM_KV_HEADS * nsplit blocks of WARPS warps,
 // or with HEADS n_dec * nsplit blocks of NUM_KV_HEADS warps. The _rope entries take the
 // q/k-norm + RoPE inputs of qk_norm_rope_cache as well.
-#define DECODE_BLOCK_PARAMS                                                                                   \
-    bf16 *__restrict__ qkv, bf16 *__restrict__ k_cache, bf16 *__restrict__ v_cache, bf16 *__restrict__ out,  \
-        const int *__restrict__ decodes, const int *__restrict__ block_tables, const int *__restrict__ hdr,  \
-        int block_size, float scale_log2, float *__restrict__ part_o, float *__restrict__ part_ml, int nsplit, \
-        int n_units
-#define DECODE_BLOCK_ARGS \
-    qkv, k_cache, v_cache, out, decodes, block_tables, hdr, block_size, scale_log2, part_o, part_ml, nsplit
-#define DECODE_BLOCK_ENTRY(NAME, WARPS, U, HEADS)                                                             \
-    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(DECODE_BLOCK_PARAMS) {                  \
+//
+// DECODE_ENTRIES(NAME, THREADS, BODY, TEMPLATE_ARGS...): the pair of kernels NAME and NAME_rope
+// of a decode kernel family whose BODY<TEMPLATE_ARGS..., ROPE> takes DECODE_UNIT_PARAMS and a
+// RopeIn (decode_mma_attention.cu's family too).
+#define DECODE_ENTRIES(NAME, THREADS, BODY, ...)                                                              \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME(DECODE_UNIT_PARAMS, int n_units) {           \
         if ((int)blockIdx.x >= n_units) return;                                                             \
         const RopeIn none = {nullptr, nullptr, nullptr, nullptr, nullptr, 1, 0.0f};                          \
-        attn_decode_block_body<WARPS, U, HEADS, false>(DECODE_BLOCK_ARGS, none);                            \
+        BODY<__VA_ARGS__, false>(DECODE_UNIT_ARGS, none);                                                   \
     }                                                                                                       \
-    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME##_rope(                                 \
-        DECODE_BLOCK_PARAMS, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,              \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME##_rope(                                      \
+        DECODE_UNIT_PARAMS, int n_units, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,  \
         const float* __restrict__ cos_t, const float* __restrict__ sin_t, const int* __restrict__ slots,    \
         int max_pos, float eps) {                                                                           \
         if ((int)blockIdx.x >= n_units) return;                                                             \
         const RopeIn rope = {q_norm, k_norm, cos_t, sin_t, slots, max_pos, eps};                            \
-        attn_decode_block_body<WARPS, U, HEADS, true>(DECODE_BLOCK_ARGS, rope);                             \
+        BODY<__VA_ARGS__, true>(DECODE_UNIT_ARGS, rope);                                                    \
     }
-DECODE_BLOCK_ENTRY(attn_decode_block_w4u4, 4, 4, false)
-DECODE_BLOCK_ENTRY(attn_decode_block_w8u4, 8, 4, false)
-DECODE_BLOCK_ENTRY(attn_decode_heads_u4, NUM_KV_HEADS, 4, true)
+DECODE_ENTRIES(attn_decode_block_w4u4, 4 * 32, attn_decode_block_body, 4, 4, false)
+DECODE_ENTRIES(attn_decode_block_w8u4, 8 * 32, attn_decode_block_body, 8, 4, false)
+DECODE_ENTRIES(attn_decode_heads_u4, NUM_KV_HEADS * 32, attn_decode_block_body, NUM_KV_HEADS, 4, true)

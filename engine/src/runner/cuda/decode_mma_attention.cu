@@ -85,10 +85,7 @@ __device__ __forceinline__ void dm_wait_oldest() {
 
 template <int WARPS, int STAGES, bool ROPE>
 __device__ __forceinline__ void attn_decode_mma_impl(
-    bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
-    const int* __restrict__ decodes, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
-    const RopeIn& rope) {
+    DECODE_UNIT_PARAMS, const RopeIn& rope) {
     PDL_ENTER();
     extern __shared__ __align__(16) unsigned char dm_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
@@ -101,13 +98,11 @@ __device__ __forceinline__ void attn_decode_mma_impl(
     const int z = unit % nsplit;
     const int kvh = (unit / nsplit) % NUM_KV_HEADS;
     const int i = unit / (nsplit * NUM_KV_HEADS);
-    const int seq = decodes[3 * i], row = decodes[3 * i + 1], L = decodes[3 * i + 2];
-    const int* bt = block_tables + (long long)seq * hdr[0];
-    const KeySplit sp = key_split(L, nsplit, z, DM_KEYS);
-    const int kb = sp.kb, ke = sp.ke, per = sp.per;
+    const DecodeUnit du = decode_unit<ROPE>(decodes, block_tables, hdr, i, nsplit, z, DM_KEYS, rope.max_pos);
+    const int row = du.row, L = du.L, kb = du.kb, ke = du.ke, pos = du.pos;
+    const int* bt = du.bt;
     const bool one_block = (block_size % DM_KEYS) == 0;
-    const bool owns_new = ROPE && L > 0 && kb <= L - 1 && L - 1 < kb + per;
-    const int pos = ROPE ? min(max(L - 1, 0), rope.max_pos - 1) : 0;
+    const bool owns_new = du.owns_new;
 
     // Start this warp's first tiles now. The new key (position L - 1) is not read from the
     // cache: the block that owns it zero-fills its row and patches in the rotated key below.
@@ -298,32 +293,14 @@ __device__ __forceinline__ void attn_decode_mma_impl(
 
 template <int WARPS, int STAGES, bool ROPE>
 __device__ __forceinline__ void attn_decode_mma_body(
-    bf16* __restrict__ qkv, bf16* __restrict__ k_cache, bf16* __restrict__ v_cache, bf16* __restrict__ out,
-    const int* __restrict__ decodes, const int* __restrict__ block_tables, const int* __restrict__ hdr,
-    int block_size, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml, int nsplit,
-    const RopeIn& rope) {
+    DECODE_UNIT_PARAMS, const RopeIn& rope) {
     if constexpr (DM_SUPPORTED && (!ROPE || HEAD_DIM == 8 * DB_LPK) && STAGES >= 2) {
-        attn_decode_mma_impl<WARPS, STAGES, ROPE>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr, block_size,
-                                                  scale_log2, part_o, part_ml, nsplit, rope);
+        attn_decode_mma_impl<WARPS, STAGES, ROPE>(DECODE_UNIT_ARGS, rope);
     } else {
         __trap();
     }
 }
 
 // Grid: one block of WARPS warps per unit (split fastest), DM_SMEM_BYTES(WARPS, STAGES) of
-// dynamic shared memory; parameters as attn_decode_block's.
-#define DECODE_MMA_ENTRY(NAME, WARPS, STAGES)                                                                \
-    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME(DECODE_BLOCK_PARAMS) {                  \
-        if ((int)blockIdx.x >= n_units) return;                                                             \
-        const RopeIn none = {nullptr, nullptr, nullptr, nullptr, nullptr, 1, 0.0f};                          \
-        attn_decode_mma_body<WARPS, STAGES, false>(DECODE_BLOCK_ARGS, none);                                \
-    }                                                                                                       \
-    extern "C" __global__ void __launch_bounds__((WARPS) * 32) NAME##_rope(                                 \
-        DECODE_BLOCK_PARAMS, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,              \
-        const float* __restrict__ cos_t, const float* __restrict__ sin_t, const int* __restrict__ slots,    \
-        int max_pos, float eps) {                                                                           \
-        if ((int)blockIdx.x >= n_units) return;                                                             \
-        const RopeIn rope = {q_norm, k_norm, cos_t, sin_t, slots, max_pos, eps};                            \
-        attn_decode_mma_body<WARPS, STAGES, true>(DECODE_BLOCK_ARGS, rope);                                 \
-    }
-DECODE_MMA_ENTRY(attn_decode_mma_w4s3, 4, 3)
+// dynamic shared memory; parameters as attn_decode_block's (DECODE_ENTRIES there).
+DECODE_ENTRIES(attn_decode_mma_w4s3, 4 * 32, attn_decode_mma_body, 4, 3)
