@@ -170,7 +170,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 19] = [
+        let named: [(&'static str, &CudaFunction); 20] = [
             ("embed_gather", &self.embed_gather),
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
@@ -191,6 +191,7 @@ impl Kernels {
             ),
             ("attn_decode_heads_u4_rope", &self.attn_decode_heads_u4_rope),
             ("attn_decode_mma_w4s3", &self.attn_decode_mma_w4s3),
+            ("attn_decode_mma_w4s3_rope", &self.attn_decode_mma_w4s3_rope),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),
