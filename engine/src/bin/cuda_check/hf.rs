@@ -3,7 +3,7 @@
 //! engine's loader, run through the CUDA runner.
 
 use crate::driver::generate;
-use crate::{compare, prefix_match, runner_config, Cuda, BLOCK_SIZE};
+use crate::{compare, disagreement_cell, prefix_match, runner_config, Cuda, BLOCK_SIZE};
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::CudaRunner;
 use std::fmt::Write as _;
@@ -18,6 +18,7 @@ struct HfReference {
 
 pub fn vs_hf(
     dir: &std::path::Path,
+    budget: Option<usize>,
     csv: &mut String,
     date: &str,
 ) -> Result<bool, Box<dyn std::error::Error>> {
@@ -29,22 +30,25 @@ pub fn vs_hf(
     let w = Qwen3Weights::load(dir, &cfg)?;
     let r: HfReference =
         serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json"))?)?;
+    let budget = budget.unwrap_or_else(|| r.prompts.iter().map(Vec::len).sum::<usize>().max(1));
     let steps = r.generated.iter().map(|g| g.len()).min().unwrap_or(0);
     let max_len = r.prompts.iter().map(|p| p.len()).max().unwrap_or(0) + steps + 16;
     let blocks = r.prompts.len() * max_len.div_ceil(BLOCK_SIZE) + 2;
-    let mut rc = runner_config(max_len.next_multiple_of(BLOCK_SIZE), 64, blocks);
+    let mut rc = runner_config(max_len.next_multiple_of(BLOCK_SIZE), budget, blocks);
     rc.max_num_seqs = r.prompts.len().max(1);
     let mut cuda = Cuda(CudaRunner::new(&cfg, &w, &rc)?);
     let forced = generate(
         &mut cuda,
         &r.prompts,
         steps,
-        64,
+        budget,
         BLOCK_SIZE,
         Some(&r.generated),
         true,
     )?;
-    let free = generate(&mut cuda, &r.prompts, steps, 64, BLOCK_SIZE, None, false)?;
+    let free = generate(
+        &mut cuda, &r.prompts, steps, budget, BLOCK_SIZE, None, false,
+    )?;
     let mut all_ok = true;
     for (i, gen) in r.generated.iter().enumerate() {
         let c = compare(&forced[i], &gen[..steps], &r.logits[i]);
@@ -59,19 +63,23 @@ pub fn vs_hf(
         };
         all_ok &= ok;
         println!(
-            "{} [hf {label} {}] prompt {i}: free-run match {m}/{steps} | forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e})",
+            "{} [hf {label} {} budget {budget}] prompt {i}: free-run match {m}/{steps} | forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e})",
             if ok { "PASS" } else { "FAIL" }, r.dtype, c.agree, c.steps, c.max_abs_diff, c.max_abs_logit, c.rel_l2
         );
+        for d in &c.disagreements {
+            println!("    argmax differs at {d}");
+        }
         let _ = writeln!(
             csv,
-            "{date},{label},{},{i},{},{steps},{m},{},{:.6},{:.4},{:.3e},{}",
+            "{date},{label},{},{budget},{i},{},{steps},{m},{},{:.6},{:.4},{:.3e},{},{}",
             r.dtype,
             r.prompts[i].len(),
             c.agree,
             c.max_abs_diff,
             c.max_abs_logit,
             c.rel_l2,
-            if ok { "pass" } else { "fail" }
+            if ok { "pass" } else { "fail" },
+            disagreement_cell(&c.disagreements)
         );
     }
     Ok(all_ok)

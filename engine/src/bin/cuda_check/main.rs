@@ -11,6 +11,9 @@
 //! 3. `--hf DIR[,DIR...]`: the checkpoint and `reference.json` written by
 //!    `scripts/hf_reference.py`, loaded with the engine's loader; same
 //!    measures against transformers' tokens and logits. Writes `vs_hf.csv`.
+//!    By default each prompt is prefilled in one step, as transformers does;
+//!    `--hf-budget N` gives N tokens per step instead, which chunks the longer
+//!    prefills (the CSV's `budget` column says which).
 //!
 //! 4. `--engine`: the same requests through `EngineCore` with the CPU and
 //!    the CUDA runner (chunked prefills, prefix-cache hits, graphs).
@@ -83,6 +86,41 @@ struct Cmp {
     max_abs_diff: f32,
     max_abs_logit: f32,
     rel_l2: f64,
+    /// Every teacher-forced step whose argmax differs from the reference's.
+    disagreements: Vec<Disagreement>,
+}
+
+/// A step where the test's argmax is not the reference's. The two margins say
+/// whether it was a near-tie: `reference_margin` is how far the reference put
+/// its own token above the test's, `test_margin` the converse.
+struct Disagreement {
+    step: usize,
+    reference_token: u32,
+    test_token: u32,
+    reference_margin: f32,
+    test_margin: f32,
+}
+
+impl std::fmt::Display for Disagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "step {} ref {} (by {:.4}) vs test {} (by {:.4})",
+            self.step,
+            self.reference_token,
+            self.reference_margin,
+            self.test_token,
+            self.test_margin
+        )
+    }
+}
+
+/// `;`-separated `step:reference_margin:test_margin` for a CSV cell (empty when none).
+fn disagreement_cell(ds: &[Disagreement]) -> String {
+    ds.iter()
+        .map(|d| format!("{}:{:.5}:{:.5}", d.step, d.reference_margin, d.test_margin))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 fn compare(test: &Trace, reference_tokens: &[u32], reference_logits: &[Vec<f32>]) -> Cmp {
@@ -92,11 +130,22 @@ fn compare(test: &Trace, reference_tokens: &[u32], reference_logits: &[Vec<f32>]
         max_abs_diff: 0.0,
         max_abs_logit: 0.0,
         rel_l2: 0.0,
+        disagreements: Vec::new(),
     };
     let (mut num, mut den) = (0f64, 0f64);
     for (s, &tok) in reference_tokens.iter().enumerate() {
         c.agree += (test.tokens.get(s) == Some(&tok)) as usize;
         if let (Some(a), Some(b)) = (test.logits.get(s), reference_logits.get(s)) {
+            if let Some(&ours) = test.tokens.get(s).filter(|&&t| t != tok) {
+                let at = |l: &[f32], t: u32| l.get(t as usize).copied().unwrap_or(f32::NAN);
+                c.disagreements.push(Disagreement {
+                    step: s,
+                    reference_token: tok,
+                    test_token: ours,
+                    reference_margin: at(b, tok) - at(b, ours),
+                    test_margin: at(a, ours) - at(a, tok),
+                });
+            }
             for (x, y) in a.iter().zip(b) {
                 let d = (x - y).abs();
                 if !d.is_finite() || d > c.max_abs_diff {
@@ -207,15 +256,19 @@ fn vs_cpu(
             if ok { "PASS" } else { "FAIL" },
             prompts[i].len(), c.agree, c.steps, c.max_abs_diff, c.max_abs_logit, c.rel_l2, m, steps, me, steps
         );
+        for d in &c.disagreements {
+            println!("    argmax differs at {d}");
+        }
         let _ = writeln!(
             csv,
-            "{date},{model},{i},{},{steps},{},{:.6},{:.4},{:.3e},{m},{me},{}",
+            "{date},{model},{i},{},{steps},{},{:.6},{:.4},{:.3e},{m},{me},{},{}",
             prompts[i].len(),
             c.agree,
             c.max_abs_diff,
             c.max_abs_logit,
             c.rel_l2,
-            if ok { "pass" } else { "fail" }
+            if ok { "pass" } else { "fail" },
+            disagreement_cell(&c.disagreements)
         );
     }
     Ok(all_ok)
@@ -288,7 +341,18 @@ fn main() {
             .cloned()
     };
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
-    let steps: usize = value("--steps").and_then(|s| s.parse().ok()).unwrap_or(64);
+    let number = |f: &str, default: usize| match value(f).map(|v| v.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!("{f} takes a positive whole number");
+            std::process::exit(2);
+        }
+    };
+    let steps = number("--steps", 64);
+    // The token budget per step of the transformers comparison. By default every prompt is
+    // prefilled in one step, as transformers does; a small budget (64) also chunks the prefills.
+    let hf_budget = value("--hf-budget").map(|_| number("--hf-budget", 0));
     let date = engine::date::utc_now();
     let mut ok = true;
     if flag("--quick") || flag("--all") {
@@ -313,7 +377,7 @@ fn main() {
     }
     if flag("--cpu") || flag("--all") {
         let mut csv = String::from(
-            "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,verdict\n",
+            "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,verdict,disagreements\n",
         );
         let models = value("--models").unwrap_or_else(|| "tiny,qwen3-0.6b".into());
         for model in models.split(',') {
@@ -331,10 +395,10 @@ fn main() {
     }
     if let Some(dir) = value("--hf") {
         let mut csv = String::from(
-            "date,reference,dtype,prompt,prompt_len,steps,free_run_match,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,verdict\n",
+            "date,reference,dtype,budget,prompt,prompt_len,steps,free_run_match,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,verdict,disagreements\n",
         );
         for dir in dir.split(',') {
-            match hf::vs_hf(std::path::Path::new(dir), &mut csv, &date) {
+            match hf::vs_hf(std::path::Path::new(dir), hf_budget, &mut csv, &date) {
                 Ok(p) => ok &= p,
                 Err(e) => {
                     println!("FAIL vs hf ({dir}): {e}");
