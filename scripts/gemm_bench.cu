@@ -4,7 +4,8 @@
 // cublasGemmEx as the engine calls it (also with one layer's weights for all calls, so that they
 // come from L2), every algorithm cuBLASLt's heuristic offers (also when asked for algorithms
 // without a separate split-K reduction kernel), and the skinny kernel with and without
-// programmatic dependent launch. Custom results are checked
+// programmatic dependent launch, and split-K by hand as strided batches with fp32 partials
+// (`split<S>_f32`, the partials' sum left to the next kernel). Custom results are checked
 // against cublasGemmEx (max |difference| / max |reference|).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I engine/src/runner/cuda scripts/gemm_bench.cu \
@@ -129,6 +130,8 @@ int main(int argc, char** argv) {
             fill<<<1024, 256>>>(wts[l * NSHAPES + s], n, l * NSHAPES + s + 1);
         }
     bf16 *x, *y, *yref;
+    float* part;
+    CK(cudaMalloc(&part, (size_t)8 * 64 * 6144 * 4));
     CK(cudaMalloc(&x, 64 * 3072 * 2));
     CK(cudaMalloc(&y, 64 * 151936 * 2));
     CK(cudaMalloc(&yref, 64 * 151936 * 2));
@@ -198,6 +201,36 @@ int main(int argc, char** argv) {
             cublasLtMatrixLayoutDestroy(lb);
             cublasLtMatrixLayoutDestroy(lc);
             cublasLtMatmulDescDestroy(op);
+
+            // Split-K by hand: S strided batches over slices of K, each writing its own fp32
+            // partial (m x n); the sum is left to the kernel that reads the output next (the
+            // engine's norm or SiLU kernel), so no reduction kernel is timed here.
+            for (int S : {1, 2, 3, 4, 6, 8}) {
+                if (sh.k % (S * 64) != 0 || s == 4) continue;
+                const int ks = sh.k / S;
+                auto batched = [&](int l) {
+                    cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, sh.n, m, ks, &alpha, wts[l * NSHAPES + s],
+                                               CUDA_R_16BF, sh.k, ks, x, CUDA_R_16BF, sh.k, ks, &beta, part,
+                                               CUDA_R_32F, sh.n, (long long)m * sh.n, S, CUBLAS_COMPUTE_32F,
+                                               CUBLAS_GEMM_DEFAULT);
+                };
+                batched(0);
+                CK(cudaStreamSynchronize(st));
+                std::vector<float> hp((size_t)S * m * sh.n);
+                std::vector<bf16> hr((size_t)m * sh.n);
+                CK(cudaMemcpy(hp.data(), part, hp.size() * 4, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(hr.data(), yref, hr.size() * 2, cudaMemcpyDeviceToHost));
+                double err = 0, mx = 0;
+                for (size_t i = 0; i < hr.size(); i++) {
+                    float acc = 0;
+                    for (int j = 0; j < S; j++) acc += hp[(size_t)j * m * sh.n + i];
+                    err = std::max(err, (double)fabsf(acc - __bfloat162float(hr[i])));
+                    mx = std::max(mx, (double)fabsf(__bfloat162float(hr[i])));
+                }
+                char v[24];
+                snprintf(v, sizeof v, "split%d_f32", S);
+                row("cublas_batched", v, time_graph(st, batched), err / (mx + 1e-30));
+            }
 
             for (int pdl = 0; pdl < 2; pdl++) {
                 skinny(st, x, wts[s], y, m, sh.n, sh.k, pdl);

@@ -2,11 +2,13 @@
 //! 28 × (norm, QKV GEMM, q/k-norm + RoPE + KV write, attention, O GEMM,
 //! residual add + norm, gate-up GEMM, SiLU·mul, down GEMM), final norm of the
 //! sampled rows only, LM head, argmax. Nothing here synchronizes or copies, so
-//! the same code is captured into decode graphs.
+//! the same code is captured into decode graphs. The O and down products may
+//! leave split-K partials ([`Delta`]); the norm after each adds them up.
 
 use super::decode::{enqueue_decode_attention, DecodeArgs, RopeArgs};
 use super::device::{launch_ex, Arg};
 use super::gemm::OutType;
+use super::linear::Delta;
 use super::meta::StepLayout;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
@@ -80,8 +82,10 @@ impl CudaRunner {
                 Arg::I32(hdim as i32),
             ],
         )?;
+        // The previous down projection's output, added by the next norm.
+        let mut delta = Delta::NONE;
         for (li, lw) in w.layers.iter().enumerate() {
-            let delta = if li == 0 { 0 } else { ws.out.ptr };
+            let [d0, d1, d2, d3] = delta.args();
             self.launch_in(
                 pdl,
                 SKIP_ELEMENTWISE,
@@ -92,7 +96,10 @@ impl CudaRunner {
                 norm_smem,
                 &[
                     Arg::Ptr(ws.resid.ptr),
-                    Arg::Ptr(delta),
+                    d0,
+                    d1,
+                    d2,
+                    d3,
                     Arg::Ptr(lw.input_norm.ptr),
                     Arg::Ptr(ws.normed.ptr),
                     Arg::Ptr(0),
@@ -197,18 +204,17 @@ impl CudaRunner {
                 };
                 enqueue_decode_attention(&self.stream, k, decode_kernel, &a)?;
             }
-            self.linear(
+            let o = self.linear_residual(
                 pdl,
-                true,
                 ws.attn.ptr,
                 lw.o.ptr,
                 ws.out.ptr,
                 t,
                 hdim,
                 nq * d,
-                OutType::Bf16,
                 SKIP_GEMM,
             )?;
+            let [d0, d1, d2, d3] = o.args();
             self.launch_in(
                 pdl,
                 SKIP_ELEMENTWISE,
@@ -219,7 +225,10 @@ impl CudaRunner {
                 norm_smem,
                 &[
                     Arg::Ptr(ws.resid.ptr),
-                    Arg::Ptr(ws.out.ptr),
+                    d0,
+                    d1,
+                    d2,
+                    d3,
                     Arg::Ptr(lw.post_norm.ptr),
                     Arg::Ptr(ws.normed.ptr),
                     Arg::Ptr(0),
@@ -257,16 +266,14 @@ impl CudaRunner {
                     Arg::I64(total),
                 ],
             )?;
-            self.linear(
+            delta = self.linear_residual(
                 pdl,
-                true,
                 ws.act.ptr,
                 lw.down.ptr,
                 ws.out.ptr,
                 t,
                 hdim,
                 inter,
-                OutType::Bf16,
                 SKIP_GEMM,
             )?;
         }
@@ -274,6 +281,7 @@ impl CudaRunner {
         if ns == 0 {
             return Ok(());
         }
+        let [f0, f1, f2, f3] = delta.args();
         self.launch_in(
             pdl,
             SKIP_HEAD,
@@ -284,7 +292,10 @@ impl CudaRunner {
             norm_smem,
             &[
                 Arg::Ptr(ws.resid.ptr),
-                Arg::Ptr(ws.out.ptr),
+                f0,
+                f1,
+                f2,
+                f3,
                 Arg::Ptr(w.final_norm.ptr),
                 Arg::Ptr(ws.final_normed.ptr),
                 m(lay.sample_rows),

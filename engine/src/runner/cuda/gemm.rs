@@ -3,6 +3,8 @@
 //!
 //! cuBLAS is column-major, so it is asked for `Yᵀ = W · Xᵀ`: op(A) = the stored
 //! W transposed (OP_T, lda = k), op(B) = the stored X as is (OP_N, ldb = k).
+//! [`Gemm::linear_split_k`] splits K into strided batches that write fp32
+//! partials, left for the kernel that reads the output next to add up.
 //! The handle gets a fixed workspace so that GEMMs can be captured in a CUDA
 //! graph without cuBLAS allocating during capture.
 
@@ -91,5 +93,66 @@ impl Gemm {
             )
         }
         .map_err(|e| dev_err(&format!("cublasGemmEx m={m} n={n} k={k}"), e))
+    }
+
+    /// `parts[j][m, n] = x[m, kj] · w[n, kj]ᵀ` over the `splits` equal slices `kj` of K, as one
+    /// strided-batched call; `parts` holds `splits` fp32 `m × n` matrices back to back. At a few
+    /// dozen rows cuBLAS runs the O and down projections with too few blocks to stream their
+    /// weights; the batches give it more (results/h200/gemm_bench_split.csv).
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear_split_k(
+        &self,
+        x: u64,
+        w: u64,
+        parts: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        splits: usize,
+    ) -> Result<(), RunnerError> {
+        if m == 0 {
+            return Ok(());
+        }
+        if splits == 0 || !k.is_multiple_of(splits) || !(k / splits).is_multiple_of(8) {
+            return Err(RunnerError::Model(format!(
+                "split-K GEMM: K={k} does not split into {splits} slices of a multiple of 8"
+            )));
+        }
+        let ks = k / splits;
+        let alpha: f32 = 1.0;
+        let beta: f32 = 0.0;
+        unsafe {
+            blas_result::gemm_strided_batched_ex(
+                *self.blas.handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                n as i32,
+                m as i32,
+                ks as i32,
+                (&alpha) as *const f32 as *const _,
+                w as *const _,
+                cudaDataType::CUDA_R_16BF,
+                k as i32,
+                ks as i64,
+                x as *const _,
+                cudaDataType::CUDA_R_16BF,
+                k as i32,
+                ks as i64,
+                (&beta) as *const f32 as *const _,
+                parts as *mut _,
+                cudaDataType::CUDA_R_32F,
+                n as i32,
+                (m * n) as i64,
+                splits as i32,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| {
+            dev_err(
+                &format!("cublasGemmStridedBatchedEx m={m} n={n} k={k} splits={splits}"),
+                e,
+            )
+        })
     }
 }

@@ -61,10 +61,14 @@ extern "C" __global__ void embed_gather(const bf16* __restrict__ embed, const in
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = __bfloat162float(row[i]);
 }
 
-// Output row t reads residual row r = rows ? rows[t] : t. v = resid[r] + delta[r] (delta may be
-// null); when write_resid, resid[r] = v. out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
-// hidden % 4 == 0 and hidden <= 16 * blockDim.x: each thread keeps up to 4 float4 chunks.
+// Output row t reads residual row r = rows ? rows[t] : t. v = resid[r] + d, where d is delta[r]
+// (bf16, may be null) or, when parts is not null, the sum of the nparts fp32 split-K partials
+// parts[j * part_stride + r * hidden] (a GEMM split over K whose reduction is done here);
+// when write_resid and there is a d, resid[r] = v. out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
+// hidden % 4 == 0, part_stride % 4 == 0 and hidden <= 16 * blockDim.x: each thread keeps up to 4
+// float4 chunks.
 extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,
+                                       const float* __restrict__ parts, int nparts, long long part_stride,
                                        const bf16* __restrict__ w, bf16* __restrict__ out,
                                        const int* __restrict__ rows, int hidden, float eps, int write_resid) {
     PDL_ENTER();
@@ -81,7 +85,17 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
         const int ci = threadIdx.x + c * blockDim.x;
         if (ci < chunks) {
             float4 x = res[ci];
-            if (del) {
+            if (parts) {
+                // The partials are summed first, as one GEMM's output would be, then added.
+                const float4* p = reinterpret_cast<const float4*>(parts + r * hidden) + ci;
+                float4 d = p[0];
+                for (int j = 1; j < nparts; j++) {
+                    const float4 e = p[j * (part_stride / 4)];
+                    d.x += e.x; d.y += e.y; d.z += e.z; d.w += e.w;
+                }
+                x.x += d.x; x.y += d.y; x.z += d.z; x.w += d.w;
+                if (write_resid) res[ci] = x;
+            } else if (del) {
                 uint2 d = del[ci];
                 float2 a = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.x));
                 float2 b = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.y));

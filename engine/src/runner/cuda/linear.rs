@@ -2,6 +2,11 @@
 //! fastest for the shape on the H200: the skinny tensor-core kernel for small
 //! products, cuBLAS otherwise (scripts/gemm_bench.cu,
 //! results/h200/gemm_bench.csv).
+//!
+//! The two products whose output is added to the residual stream (O and
+//! down) may instead run split over K ([`split_k_for`]): fp32 partials that
+//! the next `add_rmsnorm` adds up, so the split costs no reduction kernel.
+//! [`Delta`] says which form the output took.
 
 use super::device::{launch_ex, Arg};
 use super::gemm::OutType;
@@ -28,6 +33,72 @@ fn skinny_takes(m: usize, n: usize, k: usize) -> bool {
 /// `n × k` product.
 pub(crate) fn skinny_wins(m: usize, n: usize, k: usize) -> bool {
     skinny_takes(m, n, k) && m * n <= SKINNY_MAX_PRODUCT && n <= SKINNY_MAX_COLS
+}
+
+/// Most slices of K a residual product is split into.
+pub(crate) const SPLIT_K_MAX: usize = 8;
+/// Most rows a residual product is split for; the partials' buffer holds
+/// `SPLIT_K_MAX` fp32 matrices of this many (padded) rows.
+pub(crate) const SPLIT_K_MAX_ROWS: usize = 256;
+
+/// Slices of K for a residual product of `m` rows (1: one plain GEMM). Measured on the H200
+/// (decode steps at context 300 by batch and split, results/h200/split_k.csv, 2026-11-30): 4
+/// slices take 0.06–0.08 ms off a step at 24–64 rows (batch 64: 1.694 ms against 1.771 with
+/// one GEMM; the skinny kernel's 24 and 32 rows included), 2–5 % at 96–192 rows, and 2 slices
+/// 1.3 % at 256 rows; at 16 rows and fewer the skinny kernel is as fast. More slices lose:
+/// the norm reads every partial.
+pub(crate) fn split_k_for(m: usize, n: usize, k: usize) -> usize {
+    let splits = match m {
+        17..=192 => 4,
+        193..=SPLIT_K_MAX_ROWS => 2,
+        _ => 1,
+    };
+    if n > 2048 {
+        return 1;
+    }
+    largest_split(k, splits)
+}
+
+/// The largest split up to `most` that cuts K into slices of a multiple of 64.
+fn largest_split(k: usize, most: usize) -> usize {
+    (1..=most)
+        .rev()
+        .find(|&s| k.is_multiple_of(s) && (k / s).is_multiple_of(64))
+        .unwrap_or(1)
+}
+
+/// How a residual product left its output: a bf16 matrix at `bf16`, or `nparts`
+/// fp32 partials `part_stride` floats apart from `parts` (`parts` = 0 when not split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Delta {
+    pub bf16: u64,
+    pub parts: u64,
+    pub nparts: usize,
+    pub part_stride: usize,
+}
+
+impl Delta {
+    /// Nothing to add (the first layer's input norm).
+    pub const NONE: Delta = Delta::bf16(0);
+
+    pub const fn bf16(ptr: u64) -> Self {
+        Delta {
+            bf16: ptr,
+            parts: 0,
+            nparts: 0,
+            part_stride: 0,
+        }
+    }
+
+    /// The `delta, parts, nparts, part_stride` arguments of `add_rmsnorm`.
+    pub fn args(&self) -> [Arg; 4] {
+        [
+            Arg::Ptr(self.bf16),
+            Arg::Ptr(self.parts),
+            Arg::I32(self.nparts as i32),
+            Arg::I64(self.part_stride as i64),
+        ]
+    }
 }
 
 /// Operands of one GEMM: device addresses and sizes.
@@ -113,6 +184,53 @@ impl CudaRunner {
     }
 }
 
+impl CudaRunner {
+    /// Slices of K for a residual product: the tuning override if set, else [`split_k_for`].
+    fn residual_splits(&self, m: usize, n: usize, k: usize) -> usize {
+        match self.split_k {
+            Some(s) if m <= SPLIT_K_MAX_ROWS => largest_split(k, s.clamp(1, SPLIT_K_MAX)),
+            Some(_) => 1,
+            None => split_k_for(m, n, k),
+        }
+    }
+
+    /// A product whose output is added to the residual stream by the next
+    /// `add_rmsnorm`: split over K into `ws.parts` when [`Self::residual_splits`]
+    /// says so, else [`Self::linear`] into `y` (bf16).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn linear_residual(
+        &self,
+        pdl: bool,
+        x: u64,
+        w: u64,
+        y: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        group: u32,
+    ) -> Result<Delta, RunnerError> {
+        let splits = self.residual_splits(m, n, k);
+        if splits <= 1 || self.profile_skip & group != 0 {
+            self.linear(pdl, true, x, w, y, m, n, k, OutType::Bf16, group)?;
+            return Ok(Delta::bf16(y));
+        }
+        let rows = gemm_padded_rows(m);
+        if splits * rows * n > self.ws.parts_floats {
+            return Err(RunnerError::Model(format!(
+                "split-K product of {rows} x {n} in {splits} slices exceeds the partials' buffer"
+            )));
+        }
+        self.gemm
+            .linear_split_k(x, w, self.ws.parts.ptr, rows, n, k, splits)?;
+        Ok(Delta {
+            bf16: 0,
+            parts: self.ws.parts.ptr,
+            nparts: splits,
+            part_stride: rows * n,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +248,27 @@ mod tests {
         assert!(!skinny_wins(0, 1024, 1024));
         assert!(!skinny_wins(1, 1024, 1000));
         assert!(!skinny_wins(1, 1020, 1024));
+    }
+
+    #[test]
+    fn residual_products_split_where_the_h200_measured_a_gain() {
+        // O (k 2048) and down (k 3072) of Qwen3-0.6B.
+        for k in [2048, 3072] {
+            assert_eq!(split_k_for(16, 1024, k), 1, "the skinny kernel's rows");
+            assert_eq!(split_k_for(17, 1024, k), 4);
+            assert_eq!(split_k_for(64, 1024, k), 4);
+            assert_eq!(split_k_for(192, 1024, k), 4);
+            assert_eq!(split_k_for(256, 1024, k), 2);
+            assert_eq!(split_k_for(257, 1024, k), 1, "past the partials' buffer");
+        }
+        assert_eq!(
+            split_k_for(64, 4096, 1024),
+            1,
+            "wide products have blocks enough"
+        );
+        // Slices stay multiples of 64 wide, or the split shrinks.
+        assert_eq!(split_k_for(64, 1024, 192), 3);
+        assert_eq!(split_k_for(64, 1024, 100), 1);
+        assert_eq!(largest_split(512, 8), 8);
     }
 }

@@ -46,6 +46,7 @@ use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 use device::{dev_err, DeviceBuffer, PinnedBuffer};
 use gemm::Gemm;
 use kernels::{KernelShape, Kernels};
+use linear::{SPLIT_K_MAX, SPLIT_K_MAX_ROWS};
 use meta::{BatchLimits, StepLayout};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -106,6 +107,9 @@ pub(crate) struct Workspace {
     qkv: DeviceBuffer,
     attn: DeviceBuffer,
     out: DeviceBuffer,
+    /// fp32 split-K partials of a residual product (linear.rs), `parts_floats` of them.
+    parts: DeviceBuffer,
+    parts_floats: usize,
     gate_up: DeviceBuffer,
     act: DeviceBuffer,
     final_normed: DeviceBuffer,
@@ -143,6 +147,8 @@ pub struct CudaRunner {
     last: LastStep,
     device_name: String,
     use_skinny: bool,
+    /// Tuning: a fixed split of the residual products' K (`None`: [`linear::split_k_for`]).
+    split_k: Option<usize>,
     profile_skip: u32,
     /// A fixed decode attention kernel (tuning), or `None`: [`DecodeKernel::for_batch`].
     decode_kernel: Option<DecodeKernel>,
@@ -166,12 +172,15 @@ fn workspace(
     let qkv = q + 2 * c.kv_size();
     // Token rows padded as the layer GEMMs pad them.
     let t = gemm_padded_rows(t);
+    let parts_floats = SPLIT_K_MAX * gemm_padded_rows(SPLIT_K_MAX_ROWS.min(t)) * h;
     Ok(Workspace {
         resid: a(t * h * 4)?,
         normed: a(t * h * 2)?,
         qkv: a(t * qkv * 2)?,
         attn: a(t * q * 2)?,
         out: a(t * h * 2)?,
+        parts: a(parts_floats * 4)?,
+        parts_floats,
         gate_up: a(t * 2 * i * 2)?,
         act: a(t * i * 2)?,
         final_normed: a(s * h * 2)?,
@@ -296,6 +305,7 @@ impl CudaRunner {
             last: LastStep::default(),
             device_name,
             use_skinny: true,
+            split_k: None,
             profile_skip: 0,
             decode_kernel: None,
             decode_target_warps: DECODE_TARGET_WARPS,
@@ -320,6 +330,14 @@ impl CudaRunner {
     /// Use the skinny GEMM where it beats cuBLAS (default) or cuBLAS always.
     pub fn set_use_skinny_gemm(&mut self, on: bool) {
         self.use_skinny = on;
+        self.graphs.clear();
+    }
+
+    /// Tuning: split the O and down products' K into `splits` slices where they
+    /// have at most `linear::SPLIT_K_MAX_ROWS` rows (1: never), or `None` for
+    /// the measured rule.
+    pub fn set_split_k(&mut self, splits: Option<usize>) {
+        self.split_k = splits;
         self.graphs.clear();
     }
 

@@ -1,7 +1,8 @@
-//! The cuBLAS wrapper and the skinny GEMM against host products in f64.
+//! The cuBLAS wrapper, the skinny GEMM and the split-K residual product
+//! against host products in f64.
 
 use super::{compare, rounded, Ctx, KernelCheck};
-use crate::runner::cuda::device::{self, DeviceBuffer};
+use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer};
 use crate::runner::cuda::gemm::{Gemm, OutType};
 use crate::runner::cuda::linear::{skinny_gemm, GemmArgs};
 use crate::runner::RunnerError;
@@ -73,5 +74,74 @@ pub(super) fn check_skinny(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         &want_all,
         1e-2,
         "m in {1,13,40,64}, n 48, k 512".into(),
+    ))
+}
+
+/// A residual product split over K (fp32 partials from the strided-batched
+/// GEMM) summed by `add_rmsnorm`: the residual written back and the normed
+/// rows against the host, for 40 rows (padded to 48, as the engine pads them).
+pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (m, rows, n, k, splits) = (40usize, 48usize, 256usize, 768usize, 3usize);
+    let x = rounded(&c.randn(rows * k, 1.0));
+    let w = rounded(&c.randn(n * k, 0.1));
+    let gain = rounded(&c.randn(n, 1.0));
+    let resid = c.randn(m * n, 2.0);
+    let (xd, wd, gd, rd) = (
+        c.up_bf16(&x)?,
+        c.up_bf16(&w)?,
+        c.up_bf16(&gain)?,
+        c.up(&resid)?,
+    );
+    let alloc = |bytes| DeviceBuffer::alloc(&c.ctx, bytes).map_err(|e| device::dev_err("alloc", e));
+    let (parts, out) = (alloc(splits * rows * n * 4)?, alloc(m * n * 2)?);
+    let g = Gemm::new(&c.ctx, &c.stream)?;
+    g.linear_split_k(xd.ptr, wd.ptr, parts.ptr, rows, n, k, splits)?;
+    launch(
+        &c.stream,
+        &c.k.add_rmsnorm,
+        "add_rmsnorm",
+        (m as u32, 1, 1),
+        256,
+        0,
+        &[
+            Arg::Ptr(rd.ptr),
+            Arg::Ptr(0),
+            Arg::Ptr(parts.ptr),
+            Arg::I32(splits as i32),
+            Arg::I64((rows * n) as i64),
+            Arg::Ptr(gd.ptr),
+            Arg::Ptr(out.ptr),
+            Arg::Ptr(0),
+            Arg::I32(n as i32),
+            Arg::F32(1e-6),
+            Arg::I32(1),
+        ],
+    )?;
+    let mut got = c.down_bf16(&out, m * n)?;
+    got.extend(c.down::<f32>(&rd, m * n)?);
+    let (mut normed, mut new_resid) = (Vec::new(), Vec::new());
+    for i in 0..m {
+        let v: Vec<f64> = (0..n)
+            .map(|j| {
+                let y: f64 = (0..k)
+                    .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                    .sum();
+                resid[i * n + j] as f64 + y
+            })
+            .collect();
+        let inv = 1.0 / (v.iter().map(|a| a * a).sum::<f64>() / n as f64 + 1e-6).sqrt();
+        normed.extend(v.iter().zip(&gain).map(|(a, g)| a * inv * *g as f64));
+        new_resid.extend(v);
+    }
+    normed.extend(new_resid);
+    // The residual half is fp32 throughout and the normed half is rounded to bf16 once.
+    Ok(compare(
+        "split-K gemm + add_rmsnorm",
+        &got,
+        &normed,
+        5e-3,
+        format!(
+            "{m} rows (padded {rows}), n {n}, k {k} in {splits} slices; normed rows and residual"
+        ),
     ))
 }

@@ -21,7 +21,7 @@ mod paged;
 mod rope;
 use attention::check_attention;
 use fused_rope::check_fused_rope;
-use gemm::{check_gemm, check_skinny};
+use gemm::{check_gemm, check_skinny, check_split_k_norm};
 use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
@@ -136,10 +136,11 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 20] = [
+    let checks: [(&str, Check); 21] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
+        ("split-K gemm + add_rmsnorm", check_split_k_norm),
         ("silu_mul", check_silu),
         ("argmax_rows", check_argmax),
         ("qk_norm_rope_cache", check_rope),
@@ -220,6 +221,9 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         &[
             Arg::Ptr(rd.ptr),
             Arg::Ptr(dd.ptr),
+            Arg::Ptr(0),
+            Arg::I32(0),
+            Arg::I64(0),
             Arg::Ptr(wd.ptr),
             Arg::Ptr(od.ptr),
             Arg::Ptr(seld.ptr),

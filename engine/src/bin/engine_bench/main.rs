@@ -7,23 +7,24 @@
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
-//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--tune] [--profile]
-//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
-//! `--tune` times every decode-attention kernel and split target (`tune.csv`),
-//! `--profile` the step with kernel groups left out (`profile.csv`);
+//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--split-k S] [--tune]
+//! [--profile] [--split-sweep] [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
+//! `--split-k S` splits the O and down products' K into S slices (1: never) instead of the
+//! runner's rule, `--tune` times every decode-attention kernel and split target (`tune.csv`),
+//! `--profile` the step with kernel groups left out (`profile.csv`), `--split-sweep` decode
+//! steps by batch and split of K (`split_k.csv`);
 //! `--only-decode B` times decode steps at batch B only (with the decode
 //! attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
 //! warps, where given) and writes nothing (a run to put under a profiler).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{
-    CudaRunner, CudaRunnerConfig, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM,
-    SKIP_HEAD,
-};
+use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel};
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
+
+mod tuning;
 
 const BLOCK_SIZE: usize = 16;
 const CONTEXT: usize = 300;
@@ -42,7 +43,7 @@ fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
 }
 
 /// Decode steps at batch `b`: prefill `b` prompts of CONTEXT tokens, then time decodes.
-fn decode(
+pub(crate) fn decode(
     r: &mut CudaRunner,
     b: usize,
     vocab: usize,
@@ -103,7 +104,11 @@ fn decode(
     Ok(median(times))
 }
 
-fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn std::error::Error>> {
+pub(crate) fn prefill(
+    r: &mut CudaRunner,
+    n: usize,
+    vocab: usize,
+) -> Result<f64, Box<dyn std::error::Error>> {
     let prompt = tokens(n, vocab, 5);
     let table: Vec<u32> = (1..=n.div_ceil(BLOCK_SIZE) as u32).collect();
     let mut times = Vec::new();
@@ -125,116 +130,6 @@ fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Result<f64, Box<dyn st
         }
     }
     Ok(median(times))
-}
-
-/// Decode step time for each decode-attention kernel and split target.
-fn tune(
-    r: &mut CudaRunner,
-    vocab: usize,
-    budget: usize,
-    out: &std::path::Path,
-    date: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
-    let chosen = r.decode_tuning();
-    for b in [1usize, 16, 64, 256] {
-        for kernel in DecodeKernel::ALL {
-            for target in [1024usize, 2048, 4096] {
-                if let Err(e) = r.set_decode_tuning(Some(kernel), target) {
-                    println!("tune {kernel:?}: {e}");
-                    continue;
-                }
-                let kernel = format!("{kernel:?}");
-                match decode(r, b, vocab, budget) {
-                    Ok(s) => {
-                        println!(
-                            "tune decode{b:<4} {kernel:<13} target {target:>5}: {:.3} ms",
-                            s * 1e3
-                        );
-                        let _ = writeln!(csv, "{b},{kernel},{target},{:.4},{date}", s * 1e3);
-                    }
-                    Err(e) => println!("tune decode{b} {kernel} {target}: ERROR {e}"),
-                }
-            }
-        }
-    }
-    r.set_decode_tuning(chosen.0, chosen.1)?;
-    std::fs::write(out.join("tune.csv"), csv)?;
-    Ok(())
-}
-
-/// Step time with kernel groups left out (outputs are wrong; differences are
-/// what each group costs), with cuBLAS for every GEMM, without programmatic
-/// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
-/// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
-fn profile(
-    r: &mut CudaRunner,
-    vocab: usize,
-    budget: usize,
-    out: &std::path::Path,
-    date: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
-    for (name, regs, local) in r.kernel_resources() {
-        println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
-    }
-    let default = true;
-    let masks: [(&str, u32, bool); 10] = [
-        ("full", 0, default),
-        ("full_cublas", 0, false),
-        ("full_no_pdl", 0, default),
-        ("full_unfused_rope", 0, default),
-        ("no_gemm", SKIP_GEMM, default),
-        ("no_attention", SKIP_ATTENTION, default),
-        ("no_elementwise", SKIP_ELEMENTWISE, default),
-        ("no_head", SKIP_HEAD, default),
-        (
-            "gemm_only",
-            SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
-            default,
-        ),
-        (
-            "nothing",
-            SKIP_GEMM | SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
-            default,
-        ),
-    ];
-    let mut csv = String::from("case,variant,ms_median,date\n");
-    for case in [
-        "decode1",
-        "decode16",
-        "decode64",
-        "decode256",
-        "prefill3200",
-        "prefill512",
-    ] {
-        for &(variant, mask, skinny) in &masks {
-            r.set_use_skinny_gemm(skinny);
-            r.set_profile_skip(mask);
-            r.set_use_pdl(variant != "full_no_pdl");
-            r.set_fuse_rope(variant != "full_unfused_rope");
-            let s = match case {
-                "decode1" => decode(r, 1, vocab, budget),
-                "decode16" => decode(r, 16, vocab, budget),
-                "decode64" => decode(r, 64, vocab, budget),
-                "decode256" => decode(r, 256, vocab, budget),
-                "prefill3200" => prefill(r, 3200, vocab),
-                _ => prefill(r, 512, vocab),
-            };
-            match s {
-                Ok(s) => {
-                    println!("profile {case:<12} {variant:<15} {:.3} ms", s * 1e3);
-                    let _ = writeln!(csv, "{case},{variant},{:.4},{date}", s * 1e3);
-                }
-                Err(e) => println!("profile {case} {variant}: ERROR {e}"),
-            }
-        }
-    }
-    r.set_profile_skip(0);
-    r.set_use_skinny_gemm(true);
-    r.set_use_pdl(true);
-    r.set_fuse_rope(true);
-    std::fs::write(out.join("profile.csv"), csv)?;
-    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -275,6 +170,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some()) {
         return Err("--decode-kernel and --split-target apply to --only-decode runs only".into());
     }
+    let split_k: Option<usize> = value("--split-k")
+        .map(|v| match v.parse() {
+            Ok(n) if (1..=8).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "--split-k takes a number of slices from 1 to 8, not {v}"
+            )),
+        })
+        .transpose()?;
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
     let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
     let eager = args.iter().any(|a| a == "--eager");
@@ -300,6 +203,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let t = Instant::now();
     let mut r = CudaRunner::new(&cfg, &w, &rc)?;
+    if split_k.is_some() {
+        r.set_split_k(split_k);
+    }
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
         r.device_name(),
@@ -357,10 +263,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if args.iter().any(|a| a == "--tune") {
-        tune(&mut r, cfg.vocab_size, budget, &out, &date)?;
+        tuning::tune(&mut r, cfg.vocab_size, budget, &out, &date)?;
+    }
+    if args.iter().any(|a| a == "--split-sweep") {
+        tuning::split_sweep(&mut r, cfg.vocab_size, budget, &out, &date)?;
     }
     if args.iter().any(|a| a == "--profile") {
-        profile(&mut r, cfg.vocab_size, budget, &out, &date)?;
+        tuning::profile(&mut r, cfg.vocab_size, budget, &out, &date)?;
     }
     let name = if eager {
         "engine_eager.csv"

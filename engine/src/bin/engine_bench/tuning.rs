@@ -1,0 +1,147 @@
+//! The tuning and profiling runs of `engine-bench`: `--tune` (decode
+//! attention kernels and split targets), `--profile` (kernel groups left out)
+//! and `--split-sweep` (the O and down products split over K, by batch).
+
+use crate::{decode, prefill};
+use engine::runner::cuda::{
+    CudaRunner, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+};
+use std::fmt::Write as _;
+
+/// Decode step time for each decode-attention kernel and split target.
+pub(crate) fn tune(
+    r: &mut CudaRunner,
+    vocab: usize,
+    budget: usize,
+    out: &std::path::Path,
+    date: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
+    let chosen = r.decode_tuning();
+    for b in [1usize, 16, 64, 256] {
+        for kernel in DecodeKernel::ALL {
+            for target in [1024usize, 2048, 4096] {
+                if let Err(e) = r.set_decode_tuning(Some(kernel), target) {
+                    println!("tune {kernel:?}: {e}");
+                    continue;
+                }
+                let kernel = format!("{kernel:?}");
+                match decode(r, b, vocab, budget) {
+                    Ok(s) => {
+                        println!(
+                            "tune decode{b:<4} {kernel:<13} target {target:>5}: {:.3} ms",
+                            s * 1e3
+                        );
+                        let _ = writeln!(csv, "{b},{kernel},{target},{:.4},{date}", s * 1e3);
+                    }
+                    Err(e) => println!("tune decode{b} {kernel} {target}: ERROR {e}"),
+                }
+            }
+        }
+    }
+    r.set_decode_tuning(chosen.0, chosen.1)?;
+    std::fs::write(out.join("tune.csv"), csv)?;
+    Ok(())
+}
+
+/// Step time with kernel groups left out (outputs are wrong; differences are
+/// what each group costs), with cuBLAS for every GEMM, without programmatic
+/// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
+/// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
+pub(crate) fn profile(
+    r: &mut CudaRunner,
+    vocab: usize,
+    budget: usize,
+    out: &std::path::Path,
+    date: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for (name, regs, local) in r.kernel_resources() {
+        println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
+    }
+    let default = true;
+    let masks: [(&str, u32, bool); 10] = [
+        ("full", 0, default),
+        ("full_cublas", 0, false),
+        ("full_no_pdl", 0, default),
+        ("full_unfused_rope", 0, default),
+        ("no_gemm", SKIP_GEMM, default),
+        ("no_attention", SKIP_ATTENTION, default),
+        ("no_elementwise", SKIP_ELEMENTWISE, default),
+        ("no_head", SKIP_HEAD, default),
+        (
+            "gemm_only",
+            SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
+            default,
+        ),
+        (
+            "nothing",
+            SKIP_GEMM | SKIP_ATTENTION | SKIP_ELEMENTWISE | SKIP_HEAD,
+            default,
+        ),
+    ];
+    let mut csv = String::from("case,variant,ms_median,date\n");
+    for case in [
+        "decode1",
+        "decode16",
+        "decode64",
+        "decode256",
+        "prefill3200",
+        "prefill512",
+    ] {
+        for &(variant, mask, skinny) in &masks {
+            r.set_use_skinny_gemm(skinny);
+            r.set_profile_skip(mask);
+            r.set_use_pdl(variant != "full_no_pdl");
+            r.set_fuse_rope(variant != "full_unfused_rope");
+            let s = match case {
+                "decode1" => decode(r, 1, vocab, budget),
+                "decode16" => decode(r, 16, vocab, budget),
+                "decode64" => decode(r, 64, vocab, budget),
+                "decode256" => decode(r, 256, vocab, budget),
+                "prefill3200" => prefill(r, 3200, vocab),
+                _ => prefill(r, 512, vocab),
+            };
+            match s {
+                Ok(s) => {
+                    println!("profile {case:<12} {variant:<15} {:.3} ms", s * 1e3);
+                    let _ = writeln!(csv, "{case},{variant},{:.4},{date}", s * 1e3);
+                }
+                Err(e) => println!("profile {case} {variant}: ERROR {e}"),
+            }
+        }
+    }
+    r.set_profile_skip(0);
+    r.set_use_skinny_gemm(true);
+    r.set_use_pdl(true);
+    r.set_fuse_rope(true);
+    std::fs::write(out.join("profile.csv"), csv)?;
+    Ok(())
+}
+
+/// Decode step time by batch with the O and down products split over K into
+/// 1 (never), 2, 4, 6 or 8 slices, and with the runner's rule (`rule`).
+pub(crate) fn split_sweep(
+    r: &mut CudaRunner,
+    vocab: usize,
+    budget: usize,
+    out: &std::path::Path,
+    date: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut csv = String::from("batch,splits,ms_median,date\n");
+    for b in [1usize, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256] {
+        for splits in [None, Some(1usize), Some(2), Some(4), Some(6), Some(8)] {
+            r.set_split_k(splits);
+            let label = splits.map_or("rule".to_string(), |s| s.to_string());
+            match decode(r, b, vocab, budget) {
+                Ok(s) => {
+                    println!("split-k decode{b:<4} splits {label:>4}: {:.3} ms", s * 1e3);
+                    let _ = writeln!(csv, "{b},{label},{:.4},{date}", s * 1e3);
+                }
+                Err(e) => println!("split-k decode{b} {label}: ERROR {e}"),
+            }
+        }
+    }
+    r.set_split_k(None);
+    std::fs::write(out.join("split_k.csv"), csv)?;
+    Ok(())
+}
