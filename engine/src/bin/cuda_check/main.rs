@@ -243,30 +243,46 @@ fn vs_cpu(
         },
     )?);
     let free_eager = generate(&mut eager, &prompts, steps, budget, BLOCK_SIZE, None, false)?;
+    // Teacher forced without graphs too: where the free runs part, this says by how much the
+    // graph and eager paths' logits differ on the same tokens.
+    let forced_eager = generate(
+        &mut eager,
+        &prompts,
+        steps,
+        budget,
+        BLOCK_SIZE,
+        Some(&ref_tokens),
+        true,
+    )?;
     let mut all_ok = true;
     for (i, r) in reference.iter().enumerate() {
         let c = compare(&forced[i], &r.tokens, &r.logits);
         let m = prefix_match(&free[i].tokens, &r.tokens);
         let me = prefix_match(&free_eager[i].tokens, &free[i].tokens);
+        let ge = compare(&forced_eager[i], &forced[i].tokens, &forced[i].logits);
         // bf16 activations vs the f32 reference: near-ties may flip; demand 95% agreement and small logit error.
         let ok = c.agree * 100 >= c.steps * 95 && c.rel_l2 < 0.05;
         all_ok &= ok;
         println!(
-            "{} [{model}] prompt {i} (len {}): forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e}) | free-run match {}/{} | graph vs eager match {}/{}",
+            "{} [{model}] prompt {i} (len {}): forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e}) | free-run match {}/{} | graph vs eager match {}/{}, forced max|dlogit| {:.4}",
             if ok { "PASS" } else { "FAIL" },
-            prompts[i].len(), c.agree, c.steps, c.max_abs_diff, c.max_abs_logit, c.rel_l2, m, steps, me, steps
+            prompts[i].len(), c.agree, c.steps, c.max_abs_diff, c.max_abs_logit, c.rel_l2, m, steps, me, steps, ge.max_abs_diff
         );
+        for d in &ge.disagreements {
+            println!("    eager argmax differs from the graph's at {d}");
+        }
         for d in &c.disagreements {
             println!("    argmax differs at {d}");
         }
         let _ = writeln!(
             csv,
-            "{date},{model},{i},{},{steps},{},{:.6},{:.4},{:.3e},{m},{me},{},{}",
+            "{date},{model},{i},{},{steps},{},{:.6},{:.4},{:.3e},{m},{me},{:.6},{},{}",
             prompts[i].len(),
             c.agree,
             c.max_abs_diff,
             c.max_abs_logit,
             c.rel_l2,
+            ge.max_abs_diff,
             if ok { "pass" } else { "fail" },
             disagreement_cell(&c.disagreements)
         );
@@ -377,7 +393,7 @@ fn main() {
     }
     if flag("--cpu") || flag("--all") {
         let mut csv = String::from(
-            "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,verdict,disagreements\n",
+            "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,graph_vs_eager_max_abs_logit_diff,verdict,disagreements\n",
         );
         let models = value("--models").unwrap_or_else(|| "tiny,qwen3-0.6b".into());
         for model in models.split(',') {

@@ -7,15 +7,20 @@
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
-//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--split-k S] [--tune]
-//! [--profile] [--split-sweep] [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
-//! `--split-k S` splits the O and down products' K into S slices (1: never) instead of the
-//! runner's rule, `--tune` times every decode-attention kernel and split target (`tune.csv`),
-//! `--profile` the step with kernel groups left out (`profile.csv`), `--split-sweep` decode
-//! steps by batch and split of K (`split_k.csv`);
-//! `--only-decode B` times decode steps at batch B only (with the decode
-//! attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
-//! warps, where given) and writes nothing (a run to put under a profiler).
+//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--no-pdl]
+//! [--split-k S] [--tune] [--profile] [--split-sweep] [--pdl-sweep]
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
+//! - `--no-pdl`: no kernel is a programmatic dependent launch;
+//! - `--split-k S`: the O and down products' K in S slices (1: never) instead
+//!   of the runner's rule;
+//! - `--tune`: every decode-attention kernel and split target (`tune.csv`);
+//! - `--profile`: the step with kernel groups left out (`profile.csv`);
+//! - `--split-sweep`: decode steps by batch and split of K (`split_k.csv`);
+//! - `--pdl-sweep`: decode steps by batch with programmatic dependent
+//!   launches on and off (`pdl.csv`);
+//! - `--only-decode B`: times decode steps at batch B only (with the decode
+//!   attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
+//!   warps, where given) and writes nothing (a run to put under a profiler).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel};
@@ -206,6 +211,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if split_k.is_some() {
         r.set_split_k(split_k);
     }
+    if args.iter().any(|a| a == "--no-pdl") {
+        r.set_use_pdl(false);
+    }
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
         r.device_name(),
@@ -264,6 +272,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.iter().any(|a| a == "--tune") {
         tuning::tune(&mut r, cfg.vocab_size, budget, &out, &date)?;
+    }
+    if args.iter().any(|a| a == "--pdl-sweep") {
+        tuning::pdl_sweep(&mut r, cfg.vocab_size, budget, &out, &date)?;
     }
     if args.iter().any(|a| a == "--split-sweep") {
         tuning::split_sweep(&mut r, cfg.vocab_size, budget, &out, &date)?;

@@ -1,6 +1,7 @@
 //! The tuning and profiling runs of `engine-bench`: `--tune` (decode
 //! attention kernels and split targets), `--profile` (kernel groups left out)
-//! and `--split-sweep` (the O and down products split over K, by batch).
+//! `--split-sweep` (the O and down products split over K, by batch) and
+//! `--pdl-sweep` (programmatic dependent launches on and off, by batch).
 
 use crate::{decode, prefill};
 use engine::runner::cuda::{
@@ -143,5 +144,37 @@ pub(crate) fn split_sweep(
     }
     r.set_split_k(None);
     std::fs::write(out.join("split_k.csv"), csv)?;
+    Ok(())
+}
+
+/// Decode step time by batch with programmatic dependent launches on and off,
+/// alternating, twice each.
+pub(crate) fn pdl_sweep(
+    r: &mut CudaRunner,
+    vocab: usize,
+    budget: usize,
+    out: &std::path::Path,
+    date: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut csv = String::from("batch,pdl,round,ms_median,date\n");
+    for b in [1usize, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
+        for round in 0..2 {
+            for pdl in [true, false] {
+                r.set_use_pdl(pdl);
+                match decode(r, b, vocab, budget) {
+                    Ok(s) => {
+                        println!(
+                            "pdl decode{b:<4} pdl {pdl:<5} round {round}: {:.3} ms",
+                            s * 1e3
+                        );
+                        let _ = writeln!(csv, "{b},{pdl},{round},{:.4},{date}", s * 1e3);
+                    }
+                    Err(e) => println!("pdl decode{b} {pdl}: ERROR {e}"),
+                }
+            }
+        }
+    }
+    r.set_use_pdl(true);
+    std::fs::write(out.join("pdl.csv"), csv)?;
     Ok(())
 }

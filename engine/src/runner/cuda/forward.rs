@@ -13,6 +13,9 @@ use super::meta::StepLayout;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
 
+/// Most decodes of a step whose kernels are programmatic dependent launches.
+const PDL_MAX_DECODES: usize = 24;
+
 /// Logits one `argmax_rows` block scans (ARGMAX_THREADS * ARGMAX_PER_THREAD in kernels.cu).
 const ARGMAX_CHUNK: usize = 256 * 16;
 use cudarc::driver::CudaFunction;
@@ -59,11 +62,13 @@ impl CudaRunner {
         // add_rmsnorm keeps the row in registers: no dynamic shared memory.
         let norm_smem = 0;
         let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
-        // Programmatic dependent launches only in decode-only steps: measured on
-        // the H200 they save ~0.1 ms per decode step at batch 1 and cost 3-8 % in
-        // prefill steps (results/h200/profile.csv).
+        // Programmatic dependent launches only in decode-only steps of up to
+        // PDL_MAX_DECODES sequences: measured on the H200 they save 0.07 ms per
+        // step at batch 1 and 0.04 at 16, and cost 0.01-0.04 ms from 32
+        // sequences on (results/h200/pdl.csv) and 3-8 % in prefill steps
+        // (profile.csv).
         let decode_only = lay.is_decode_only();
-        let pdl = self.use_pdl && decode_only;
+        let pdl = self.use_pdl && decode_only && lay.num_decodes <= PDL_MAX_DECODES;
         let decode_kernel = self.decode_kernel_for(lay.num_decodes);
         let fuse_rope = self.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
 
