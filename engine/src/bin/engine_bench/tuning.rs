@@ -120,7 +120,8 @@ pub(crate) fn profile(
 }
 
 /// Decode step time by batch with the O and down products split over K into
-/// 1 (never), 2, 4, 6 or 8 slices, and with the runner's rule (`rule`).
+/// 1 (never), 2, 4, 6 or 8 slices, and with the runner's rule (`rule`); then
+/// eager prefill steps of 24-256 tokens with the rule, 1 and 4 slices.
 pub(crate) fn split_sweep(
     r: &mut CudaRunner,
     vocab: usize,
@@ -128,7 +129,7 @@ pub(crate) fn split_sweep(
     out: &std::path::Path,
     date: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let mut csv = String::from("batch,splits,ms_median,date\n");
+    let mut csv = String::from("case,splits,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256] {
         for splits in [None, Some(1usize), Some(2), Some(4), Some(6), Some(8)] {
             r.set_split_k(splits);
@@ -136,9 +137,23 @@ pub(crate) fn split_sweep(
             match decode(r, b, vocab, budget) {
                 Ok(s) => {
                     println!("split-k decode{b:<4} splits {label:>4}: {:.3} ms", s * 1e3);
-                    let _ = writeln!(csv, "{b},{label},{:.4},{date}", s * 1e3);
+                    let _ = writeln!(csv, "decode{b},{label},{:.4},{date}", s * 1e3);
                 }
                 Err(e) => println!("split-k decode{b} {label}: ERROR {e}"),
+            }
+        }
+    }
+    // Eager steps: one prompt of n tokens.
+    for n in [24usize, 32, 64, 128, 256] {
+        for splits in [None, Some(1usize), Some(4)] {
+            r.set_split_k(splits);
+            let label = splits.map_or("rule".to_string(), |s| s.to_string());
+            match prefill(r, n, vocab) {
+                Ok(s) => {
+                    println!("split-k prefill{n:<4} splits {label:>4}: {:.3} ms", s * 1e3);
+                    let _ = writeln!(csv, "prefill{n},{label},{:.4},{date}", s * 1e3);
+                }
+                Err(e) => println!("split-k prefill{n} {label}: ERROR {e}"),
             }
         }
     }

@@ -42,11 +42,12 @@ impl CudaRunner {
 
     /// Enqueues the forward pass for a step whose metadata is (or will be, before
     /// the work runs) at `self.ws.meta`, laid out as `lay`; `nsplit` splits of the
-    /// decode attention.
+    /// decode attention; `graphed` when it is being captured into a graph.
     pub(crate) fn enqueue_forward(
         &self,
         lay: &StepLayout,
         nsplit: usize,
+        graphed: bool,
     ) -> Result<(), RunnerError> {
         let c = &self.cfg;
         let k = &self.kernels;
@@ -217,6 +218,7 @@ impl CudaRunner {
                 t,
                 hdim,
                 nq * d,
+                graphed,
                 SKIP_GEMM,
             )?;
             let [d0, d1, d2, d3] = o.args();
@@ -279,6 +281,7 @@ impl CudaRunner {
                 t,
                 hdim,
                 inter,
+                graphed,
                 SKIP_GEMM,
             )?;
         }

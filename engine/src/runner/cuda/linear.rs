@@ -41,21 +41,27 @@ pub(crate) const SPLIT_K_MAX: usize = 8;
 /// `SPLIT_K_MAX` fp32 matrices of this many (padded) rows.
 pub(crate) const SPLIT_K_MAX_ROWS: usize = 256;
 
-/// Slices of K for a residual product of `m` rows (1: one plain GEMM). Measured on the H200
-/// (decode steps at context 300 by batch and split, results/h200/split_k.csv, 2026-11-30): 4
-/// slices take 0.06–0.08 ms off a step at 24–64 rows (batch 64: 1.694 ms against 1.771 with
-/// one GEMM; the skinny kernel's 24 and 32 rows included), 2–5 % at 96–192 rows, and 2 slices
-/// 1.3 % at 256 rows; at 16 rows and fewer the skinny kernel is as fast. More slices lose:
-/// the norm reads every partial.
-pub(crate) fn split_k_for(m: usize, n: usize, k: usize) -> usize {
+/// Slices of K for a residual product of `m` rows (1: one plain GEMM), in a
+/// step captured into a graph (`graphed`) or launched eagerly. Measured on the
+/// H200 (engine-bench --split-sweep, results/h200/split_k.csv, 2026-11-30):
+/// - in decode graphs 4 slices take 0.06–0.14 ms off a step at 24–128 rows
+///   (batch 64: 1.670 ms against 1.761 with one GEMM), 2 slices 1.3 % at
+///   256 rows; at 16 rows and fewer the skinny kernel is as fast;
+/// - eagerly, where each launch costs host time, the strided-batched cuBLAS
+///   call is 0.4 ms per step slower than the skinny kernel where that takes
+///   the product (a 24- or 32-token prefill: 2.07 against 1.65 ms), and
+///   0.13–0.2 ms faster than one cuBLAS GEMM at 64–128 tokens.
+///
+/// More slices lose: the norm reads every partial.
+pub(crate) fn split_k_for(m: usize, n: usize, k: usize, graphed: bool) -> usize {
+    if n > 2048 || (!graphed && skinny_wins(m, n, k)) {
+        return 1;
+    }
     let splits = match m {
         17..=192 => 4,
         193..=SPLIT_K_MAX_ROWS => 2,
         _ => 1,
     };
-    if n > 2048 {
-        return 1;
-    }
     largest_split(k, splits)
 }
 
@@ -186,17 +192,18 @@ impl CudaRunner {
 
 impl CudaRunner {
     /// Slices of K for a residual product: the tuning override if set, else [`split_k_for`].
-    fn residual_splits(&self, m: usize, n: usize, k: usize) -> usize {
+    fn residual_splits(&self, m: usize, n: usize, k: usize, graphed: bool) -> usize {
         match self.split_k {
             Some(s) if m <= SPLIT_K_MAX_ROWS => largest_split(k, s.clamp(1, SPLIT_K_MAX)),
             Some(_) => 1,
-            None => split_k_for(m, n, k),
+            None => split_k_for(m, n, k, graphed),
         }
     }
 
     /// A product whose output is added to the residual stream by the next
     /// `add_rmsnorm`: split over K into `ws.parts` when [`Self::residual_splits`]
-    /// says so, else [`Self::linear`] into `y` (bf16).
+    /// says so for a step that is (`graphed`) or is not captured into a graph,
+    /// else [`Self::linear`] into `y` (bf16).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn linear_residual(
         &self,
@@ -207,9 +214,10 @@ impl CudaRunner {
         m: usize,
         n: usize,
         k: usize,
+        graphed: bool,
         group: u32,
     ) -> Result<Delta, RunnerError> {
-        let splits = self.residual_splits(m, n, k);
+        let splits = self.residual_splits(m, n, k, graphed);
         if splits <= 1 || self.profile_skip & group != 0 {
             self.linear(pdl, true, x, w, y, m, n, k, OutType::Bf16, group)?;
             return Ok(Delta::bf16(y));
@@ -252,23 +260,35 @@ mod tests {
 
     #[test]
     fn residual_products_split_where_the_h200_measured_a_gain() {
-        // O (k 2048) and down (k 3072) of Qwen3-0.6B.
+        // O (k 2048) and down (k 3072) of Qwen3-0.6B, in a graph.
         for k in [2048, 3072] {
-            assert_eq!(split_k_for(16, 1024, k), 1, "the skinny kernel's rows");
-            assert_eq!(split_k_for(17, 1024, k), 4);
-            assert_eq!(split_k_for(64, 1024, k), 4);
-            assert_eq!(split_k_for(192, 1024, k), 4);
-            assert_eq!(split_k_for(256, 1024, k), 2);
-            assert_eq!(split_k_for(257, 1024, k), 1, "past the partials' buffer");
+            assert_eq!(
+                split_k_for(16, 1024, k, true),
+                1,
+                "the skinny kernel's rows"
+            );
+            assert_eq!(split_k_for(17, 1024, k, true), 4);
+            assert_eq!(split_k_for(64, 1024, k, true), 4);
+            assert_eq!(split_k_for(192, 1024, k, true), 4);
+            assert_eq!(split_k_for(256, 1024, k, true), 2);
+            assert_eq!(
+                split_k_for(257, 1024, k, true),
+                1,
+                "past the partials' buffer"
+            );
+            // Eagerly, not where the skinny kernel takes the product (up to 32 rows).
+            assert_eq!(split_k_for(32, 1024, k, false), 1);
+            assert_eq!(split_k_for(33, 1024, k, false), 4);
+            assert_eq!(split_k_for(256, 1024, k, false), 2);
         }
         assert_eq!(
-            split_k_for(64, 4096, 1024),
+            split_k_for(64, 4096, 1024, true),
             1,
             "wide products have blocks enough"
         );
         // Slices stay multiples of 64 wide, or the split shrinks.
-        assert_eq!(split_k_for(64, 1024, 192), 3);
-        assert_eq!(split_k_for(64, 1024, 100), 1);
+        assert_eq!(split_k_for(64, 1024, 192, true), 3);
+        assert_eq!(split_k_for(64, 1024, 100, true), 1);
         assert_eq!(largest_split(512, 8), 8);
     }
 }

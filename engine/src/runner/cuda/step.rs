@@ -125,9 +125,11 @@ impl CudaRunner {
                 let graph = &self.graphs[&(b, nsplit)];
                 graph.launch().map_err(|e| dev_err("graph launch", e))?;
             }
-            None => {
-                self.enqueue_forward(&lay, self.decode_splits(lay.num_decodes, Some(max_ctx)))?
-            }
+            None => self.enqueue_forward(
+                &lay,
+                self.decode_splits(lay.num_decodes, Some(max_ctx)),
+                false,
+            )?,
         }
         let n_real = batch.seqs.iter().filter(|s| s.samples).count();
         self.last = LastStep {
@@ -151,7 +153,7 @@ impl CudaRunner {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| dev_err("begin graph capture", e))?;
-        let enq = self.enqueue_forward(lay, nsplit);
+        let enq = self.enqueue_forward(lay, nsplit, true);
         let end = self.stream.end_capture(sys::CUgraphInstantiate_flags(0));
         enq?;
         let graph = end
