@@ -16,8 +16,10 @@
 //! SiLU·mul, and a one-pass argmax whose results travel in the step metadata.
 //! GEMMs (bf16 operands, fp32 accumulation, fused QKV and gate-up weights) use
 //! a skinny tensor-core kernel for small products and cuBLAS otherwise, with
-//! row counts padded into few classes (linear.rs). In decode-only steps the
-//! runner's own kernels are programmatic dependent launches. The KV
+//! row counts padded into few classes (linear.rs); the O and down products of
+//! 17–256 rows run split over K into fp32 partials that the next fused norm
+//! adds up. In decode-only steps of up to 24 sequences the runner's own
+//! kernels are programmatic dependent launches (forward.rs). The KV
 //! cache holds `num_kv_blocks()` blocks (block 0, the null block, included),
 //! either as configured or as many as `gpu_memory_utilization` leaves room for.
 //!
