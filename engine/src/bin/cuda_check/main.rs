@@ -224,16 +224,13 @@ fn vs_cpu(
     // Capture every decode graph up front (the path real-mode runs use).
     cuda.0.warm_up_graphs()?;
     let ref_tokens: Vec<Vec<u32>> = reference.iter().map(|t| t.tokens.clone()).collect();
-    let forced = generate(
-        &mut cuda,
-        &prompts,
-        steps,
-        budget,
-        BLOCK_SIZE,
-        Some(&ref_tokens),
-        true,
-    )?;
-    let free = generate(&mut cuda, &prompts, steps, budget, BLOCK_SIZE, None, false)?;
+    // Teacher forced on the reference's tokens (with logits), or a free run.
+    let run = |runner: &mut Cuda, forced: bool| {
+        let tokens = forced.then_some(ref_tokens.as_slice());
+        generate(runner, &prompts, steps, budget, BLOCK_SIZE, tokens, forced)
+    };
+    let forced = run(&mut cuda, true)?;
+    let free = run(&mut cuda, false)?;
     let mut eager = Cuda(CudaRunner::new(
         &cfg,
         &w,
@@ -242,18 +239,10 @@ fn vs_cpu(
             ..runner_config(max_len, budget, blocks)
         },
     )?);
-    let free_eager = generate(&mut eager, &prompts, steps, budget, BLOCK_SIZE, None, false)?;
+    let free_eager = run(&mut eager, false)?;
     // Teacher forced without graphs too: where the free runs part, this says by how much the
     // graph and eager paths' logits differ on the same tokens.
-    let forced_eager = generate(
-        &mut eager,
-        &prompts,
-        steps,
-        budget,
-        BLOCK_SIZE,
-        Some(&ref_tokens),
-        true,
-    )?;
+    let forced_eager = run(&mut eager, true)?;
     let mut all_ok = true;
     for (i, r) in reference.iter().enumerate() {
         let c = compare(&forced[i], &r.tokens, &r.logits);

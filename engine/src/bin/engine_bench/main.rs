@@ -234,53 +234,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let date = engine::date::utc_now();
     let mut csv = String::from("kind,batch,tokens,ms_median,tok_s,date\n");
-    for &b in &batches {
-        match decode(&mut r, b, cfg.vocab_size, budget) {
-            Ok(s) => {
-                println!(
-                    "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step, {:.0} tok/s",
-                    s * 1e3,
-                    b as f64 / s
-                );
-                let _ = writeln!(
-                    csv,
-                    "decode,{b},{CONTEXT},{:.4},{:.1},{date}",
-                    s * 1e3,
-                    b as f64 / s
-                );
-            }
-            Err(e) => println!("decode batch {b}: ERROR {e}"),
+    // One engine.csv row: `kind,batch,tokens`, then the time and tokens per second.
+    let mut row = |label: String, key: String, tokens: usize, timing: Result<f64, _>| match timing {
+        Ok(s) => {
+            println!("{label}: {:.3} ms, {:.0} tok/s", s * 1e3, tokens as f64 / s);
+            let _ = writeln!(csv, "{key},{:.4},{:.1},{date}", s * 1e3, tokens as f64 / s);
         }
+        Err(e) => println!("{label}: ERROR {e}"),
+    };
+    for &b in &batches {
+        let timing = decode(&mut r, b, cfg.vocab_size, budget);
+        row(
+            format!("decode  batch {b:>3} ctx ~{CONTEXT}"),
+            format!("decode,{b},{CONTEXT}"),
+            b,
+            timing,
+        );
     }
     for &n in &[512usize, 2048, 3200] {
-        match prefill(&mut r, n, cfg.vocab_size) {
-            Ok(s) => {
-                println!(
-                    "prefill {n:>5} tokens: {:.3} ms, {:.0} tok/s",
-                    s * 1e3,
-                    n as f64 / s
-                );
-                let _ = writeln!(
-                    csv,
-                    "prefill,1,{n},{:.4},{:.1},{date}",
-                    s * 1e3,
-                    n as f64 / s
-                );
-            }
-            Err(e) => println!("prefill {n}: ERROR {e}"),
-        }
+        let timing = prefill(&mut r, n, cfg.vocab_size);
+        row(
+            format!("prefill {n:>5} tokens"),
+            format!("prefill,1,{n}"),
+            n,
+            timing,
+        );
     }
+    let run = tuning::Run {
+        vocab: cfg.vocab_size,
+        budget,
+        out: &out,
+        date: &date,
+    };
     if args.iter().any(|a| a == "--tune") {
-        tuning::tune(&mut r, cfg.vocab_size, budget, &out, &date)?;
+        tuning::tune(&mut r, &run)?;
     }
     if args.iter().any(|a| a == "--pdl-sweep") {
-        tuning::pdl_sweep(&mut r, cfg.vocab_size, budget, &out, &date)?;
+        tuning::pdl_sweep(&mut r, &run)?;
     }
     if args.iter().any(|a| a == "--split-sweep") {
-        tuning::split_sweep(&mut r, cfg.vocab_size, budget, &out, &date)?;
+        tuning::split_sweep(&mut r, &run)?;
     }
     if args.iter().any(|a| a == "--profile") {
-        tuning::profile(&mut r, cfg.vocab_size, budget, &out, &date)?;
+        tuning::profile(&mut r, &run)?;
     }
     let name = if eager {
         "engine_eager.csv"

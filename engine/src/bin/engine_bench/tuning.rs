@@ -9,14 +9,32 @@ use engine::runner::cuda::{
 };
 use std::fmt::Write as _;
 
+type Timing = Result<f64, Box<dyn std::error::Error>>;
+
+/// What every tuning run shares: the model's vocabulary, the runner's token
+/// budget, where the CSV goes, and the run's date for its rows.
+pub(crate) struct Run<'a> {
+    pub vocab: usize,
+    pub budget: usize,
+    pub out: &'a std::path::Path,
+    pub date: &'a str,
+}
+
+/// Prints one timing as `{label}: N ms` and appends `{row},N,{date}` to `csv`
+/// (seconds in, milliseconds out), or prints the error and appends nothing.
+fn record(csv: &mut String, label: &str, row: &str, date: &str, timing: Timing) {
+    match timing {
+        Ok(s) => {
+            println!("{label}: {:.3} ms", s * 1e3);
+            let _ = writeln!(csv, "{row},{:.4},{date}", s * 1e3);
+        }
+        Err(e) => println!("{label}: ERROR {e}"),
+    }
+}
+
 /// Decode step time for each decode-attention kernel and split target.
-pub(crate) fn tune(
-    r: &mut CudaRunner,
-    vocab: usize,
-    budget: usize,
-    out: &std::path::Path,
-    date: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
     let chosen = r.decode_tuning();
     for b in [1usize, 16, 64, 256] {
@@ -27,21 +45,18 @@ pub(crate) fn tune(
                     continue;
                 }
                 let kernel = format!("{kernel:?}");
-                match decode(r, b, vocab, budget) {
-                    Ok(s) => {
-                        println!(
-                            "tune decode{b:<4} {kernel:<13} target {target:>5}: {:.3} ms",
-                            s * 1e3
-                        );
-                        let _ = writeln!(csv, "{b},{kernel},{target},{:.4},{date}", s * 1e3);
-                    }
-                    Err(e) => println!("tune decode{b} {kernel} {target}: ERROR {e}"),
-                }
+                record(
+                    &mut csv,
+                    &format!("tune decode{b:<4} {kernel:<13} target {target:>5}"),
+                    &format!("{b},{kernel},{target}"),
+                    date,
+                    decode(r, b, vocab, budget),
+                );
             }
         }
     }
     r.set_decode_tuning(chosen.0, chosen.1)?;
-    std::fs::write(out.join("tune.csv"), csv)?;
+    std::fs::write(run.out.join("tune.csv"), csv)?;
     Ok(())
 }
 
@@ -49,13 +64,8 @@ pub(crate) fn tune(
 /// what each group costs), with cuBLAS for every GEMM, without programmatic
 /// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
 /// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
-pub(crate) fn profile(
-    r: &mut CudaRunner,
-    vocab: usize,
-    budget: usize,
-    out: &std::path::Path,
-    date: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
     }
@@ -102,45 +112,40 @@ pub(crate) fn profile(
                 "prefill3200" => prefill(r, 3200, vocab),
                 _ => prefill(r, 512, vocab),
             };
-            match s {
-                Ok(s) => {
-                    println!("profile {case:<12} {variant:<15} {:.3} ms", s * 1e3);
-                    let _ = writeln!(csv, "{case},{variant},{:.4},{date}", s * 1e3);
-                }
-                Err(e) => println!("profile {case} {variant}: ERROR {e}"),
-            }
+            record(
+                &mut csv,
+                &format!("profile {case:<12} {variant:<15}"),
+                &format!("{case},{variant}"),
+                date,
+                s,
+            );
         }
     }
     r.set_profile_skip(0);
     r.set_use_skinny_gemm(true);
     r.set_use_pdl(true);
     r.set_fuse_rope(true);
-    std::fs::write(out.join("profile.csv"), csv)?;
+    std::fs::write(run.out.join("profile.csv"), csv)?;
     Ok(())
 }
 
 /// Decode step time by batch with the O and down products split over K into
 /// 1 (never), 2, 4, 6 or 8 slices, and with the runner's rule (`rule`); then
 /// eager prefill steps of 24-256 tokens with the rule, 1 and 4 slices.
-pub(crate) fn split_sweep(
-    r: &mut CudaRunner,
-    vocab: usize,
-    budget: usize,
-    out: &std::path::Path,
-    date: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
     let mut csv = String::from("case,splits,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256] {
         for splits in [None, Some(1usize), Some(2), Some(4), Some(6), Some(8)] {
             r.set_split_k(splits);
             let label = splits.map_or("rule".to_string(), |s| s.to_string());
-            match decode(r, b, vocab, budget) {
-                Ok(s) => {
-                    println!("split-k decode{b:<4} splits {label:>4}: {:.3} ms", s * 1e3);
-                    let _ = writeln!(csv, "decode{b},{label},{:.4},{date}", s * 1e3);
-                }
-                Err(e) => println!("split-k decode{b} {label}: ERROR {e}"),
-            }
+            record(
+                &mut csv,
+                &format!("split-k decode{b:<4} splits {label:>4}"),
+                &format!("decode{b},{label}"),
+                date,
+                decode(r, b, vocab, budget),
+            );
         }
     }
     // Eager steps: one prompt of n tokens.
@@ -148,48 +153,40 @@ pub(crate) fn split_sweep(
         for splits in [None, Some(1usize), Some(4)] {
             r.set_split_k(splits);
             let label = splits.map_or("rule".to_string(), |s| s.to_string());
-            match prefill(r, n, vocab) {
-                Ok(s) => {
-                    println!("split-k prefill{n:<4} splits {label:>4}: {:.3} ms", s * 1e3);
-                    let _ = writeln!(csv, "prefill{n},{label},{:.4},{date}", s * 1e3);
-                }
-                Err(e) => println!("split-k prefill{n} {label}: ERROR {e}"),
-            }
+            record(
+                &mut csv,
+                &format!("split-k prefill{n:<4} splits {label:>4}"),
+                &format!("prefill{n},{label}"),
+                date,
+                prefill(r, n, vocab),
+            );
         }
     }
     r.set_split_k(None);
-    std::fs::write(out.join("split_k.csv"), csv)?;
+    std::fs::write(run.out.join("split_k.csv"), csv)?;
     Ok(())
 }
 
 /// Decode step time by batch with programmatic dependent launches on and off,
 /// alternating, twice each.
-pub(crate) fn pdl_sweep(
-    r: &mut CudaRunner,
-    vocab: usize,
-    budget: usize,
-    out: &std::path::Path,
-    date: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
     let mut csv = String::from("batch,pdl,round,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
         for round in 0..2 {
             for pdl in [true, false] {
                 r.set_use_pdl(pdl);
-                match decode(r, b, vocab, budget) {
-                    Ok(s) => {
-                        println!(
-                            "pdl decode{b:<4} pdl {pdl:<5} round {round}: {:.3} ms",
-                            s * 1e3
-                        );
-                        let _ = writeln!(csv, "{b},{pdl},{round},{:.4},{date}", s * 1e3);
-                    }
-                    Err(e) => println!("pdl decode{b} {pdl}: ERROR {e}"),
-                }
+                record(
+                    &mut csv,
+                    &format!("pdl decode{b:<4} pdl {pdl:<5} round {round}"),
+                    &format!("{b},{pdl},{round}"),
+                    date,
+                    decode(r, b, vocab, budget),
+                );
             }
         }
     }
     r.set_use_pdl(true);
-    std::fs::write(out.join("pdl.csv"), csv)?;
+    std::fs::write(run.out.join("pdl.csv"), csv)?;
     Ok(())
 }

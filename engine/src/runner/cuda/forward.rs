@@ -7,7 +7,7 @@
 
 use super::decode::{enqueue_decode_attention, DecodeArgs, RopeArgs};
 use super::device::{launch_ex, Arg};
-use super::gemm::OutType;
+use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
 use super::meta::StepLayout;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
@@ -117,13 +117,15 @@ impl CudaRunner {
             self.linear(
                 pdl,
                 true,
-                ws.normed.ptr,
-                lw.qkv.ptr,
-                ws.qkv.ptr,
-                t,
-                qkv_dim,
-                hdim,
-                OutType::Bf16,
+                &GemmArgs {
+                    x: ws.normed.ptr,
+                    w: lw.qkv.ptr,
+                    y: ws.qkv.ptr,
+                    m: t,
+                    n: qkv_dim,
+                    k: hdim,
+                    out: OutType::Bf16,
+                },
                 SKIP_GEMM,
             )?;
             let (kc, vc) = self.kv_layer_ptrs(li);
@@ -212,12 +214,15 @@ impl CudaRunner {
             }
             let o = self.linear_residual(
                 pdl,
-                ws.attn.ptr,
-                lw.o.ptr,
-                ws.out.ptr,
-                t,
-                hdim,
-                nq * d,
+                &GemmArgs {
+                    x: ws.attn.ptr,
+                    w: lw.o.ptr,
+                    y: ws.out.ptr,
+                    m: t,
+                    n: hdim,
+                    k: nq * d,
+                    out: OutType::Bf16,
+                },
                 graphed,
                 SKIP_GEMM,
             )?;
@@ -247,13 +252,15 @@ impl CudaRunner {
             self.linear(
                 pdl,
                 true,
-                ws.normed.ptr,
-                lw.gate_up.ptr,
-                ws.gate_up.ptr,
-                t,
-                2 * inter,
-                hdim,
-                OutType::Bf16,
+                &GemmArgs {
+                    x: ws.normed.ptr,
+                    w: lw.gate_up.ptr,
+                    y: ws.gate_up.ptr,
+                    m: t,
+                    n: 2 * inter,
+                    k: hdim,
+                    out: OutType::Bf16,
+                },
                 SKIP_GEMM,
             )?;
             // silu_mul works on groups of 8 elements.
@@ -275,12 +282,15 @@ impl CudaRunner {
             )?;
             delta = self.linear_residual(
                 pdl,
-                ws.act.ptr,
-                lw.down.ptr,
-                ws.out.ptr,
-                t,
-                hdim,
-                inter,
+                &GemmArgs {
+                    x: ws.act.ptr,
+                    w: lw.down.ptr,
+                    y: ws.out.ptr,
+                    m: t,
+                    n: hdim,
+                    k: inter,
+                    out: OutType::Bf16,
+                },
                 graphed,
                 SKIP_GEMM,
             )?;
@@ -315,13 +325,15 @@ impl CudaRunner {
         self.linear(
             pdl,
             false,
-            ws.final_normed.ptr,
-            w.lm_head_ptr(),
-            ws.logits.ptr,
-            ns,
-            c.vocab_size,
-            hdim,
-            OutType::F32,
+            &GemmArgs {
+                x: ws.final_normed.ptr,
+                w: w.lm_head_ptr(),
+                y: ws.logits.ptr,
+                m: ns,
+                n: c.vocab_size,
+                k: hdim,
+                out: OutType::F32,
+            },
             SKIP_HEAD,
         )?;
         self.launch_in(

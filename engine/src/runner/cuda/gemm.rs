@@ -28,6 +28,18 @@ pub(crate) enum OutType {
     F32,
 }
 
+/// Operands of one GEMM: device addresses and sizes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GemmArgs {
+    pub x: u64,
+    pub w: u64,
+    pub y: u64,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub out: OutType,
+}
+
 impl Gemm {
     pub fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>) -> Result<Self, RunnerError> {
         let blas = CudaBlas::new(stream.clone()).map_err(|e| dev_err("cuBLAS handle", e))?;
@@ -49,17 +61,16 @@ impl Gemm {
     }
 
     /// `y[m, n] = x[m, k] · w[n, k]ᵀ`; all pointers are device addresses.
-    #[allow(clippy::too_many_arguments)]
-    pub fn linear(
-        &self,
-        x: u64,
-        w: u64,
-        y: u64,
-        m: usize,
-        n: usize,
-        k: usize,
-        out: OutType,
-    ) -> Result<(), RunnerError> {
+    pub fn linear(&self, a: &GemmArgs) -> Result<(), RunnerError> {
+        let GemmArgs {
+            x,
+            w,
+            y,
+            m,
+            n,
+            k,
+            out,
+        } = *a;
         if m == 0 {
             return Ok(());
         }
@@ -96,26 +107,30 @@ impl Gemm {
     }
 
     /// `parts[j][m, n] = x[m, kj] · w[n, kj]ᵀ` over the `splits` equal slices `kj` of K, as one
-    /// strided-batched call; `parts` holds `splits` fp32 `m × n` matrices back to back. At a few
-    /// dozen rows cuBLAS runs the O and down projections with too few blocks to stream their
-    /// weights; the batches give it more (results/h200/gemm_bench_split.csv).
-    #[allow(clippy::too_many_arguments)]
-    pub fn linear_split_k(
-        &self,
-        x: u64,
-        w: u64,
-        parts: u64,
-        m: usize,
-        n: usize,
-        k: usize,
-        splits: usize,
-    ) -> Result<(), RunnerError> {
+    /// strided-batched call; `a.y` holds `splits` fp32 `m × n` matrices back to back (`a.out`
+    /// must be [`OutType::F32`]). At a few dozen rows cuBLAS runs the O and down projections
+    /// with too few blocks to stream their weights; the batches give it more
+    /// (results/h200/gemm_bench_split.csv).
+    pub fn linear_split_k(&self, a: &GemmArgs, splits: usize) -> Result<(), RunnerError> {
+        let GemmArgs {
+            x,
+            w,
+            y: parts,
+            m,
+            n,
+            k,
+            out,
+        } = *a;
         if m == 0 {
             return Ok(());
         }
-        if splits == 0 || !k.is_multiple_of(splits) || !(k / splits).is_multiple_of(8) {
+        if out != OutType::F32
+            || splits == 0
+            || !k.is_multiple_of(splits)
+            || !(k / splits).is_multiple_of(8)
+        {
             return Err(RunnerError::Model(format!(
-                "split-K GEMM: K={k} does not split into {splits} slices of a multiple of 8"
+                "split-K GEMM: K={k} does not split into {splits} slices of a multiple of 8 with fp32 partials"
             )));
         }
         let ks = k / splits;

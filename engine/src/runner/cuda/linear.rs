@@ -9,6 +9,7 @@
 //! [`Delta`] says which form the output took.
 
 use super::device::{launch_ex, Arg};
+pub(crate) use super::gemm::GemmArgs;
 use super::gemm::OutType;
 use super::kernels::Kernels;
 use super::CudaRunner;
@@ -107,18 +108,6 @@ impl Delta {
     }
 }
 
-/// Operands of one GEMM: device addresses and sizes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GemmArgs {
-    pub x: u64,
-    pub w: u64,
-    pub y: u64,
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-    pub out: OutType,
-}
-
 /// Enqueues the skinny GEMM; a shape it cannot take is an error.
 pub(crate) fn skinny_gemm(
     stream: &CudaStream,
@@ -156,37 +145,21 @@ impl CudaRunner {
     /// `pad`: run cuBLAS with [`gemm_padded_rows`] rows (layer GEMMs, whose
     /// activation buffers hold them); the LM head, whose rows are the sampled
     /// sequences, runs unpadded.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn linear(
         &self,
         pdl: bool,
         pad: bool,
-        x: u64,
-        w: u64,
-        y: u64,
-        m: usize,
-        n: usize,
-        k: usize,
-        out: OutType,
+        a: &GemmArgs,
         group: u32,
     ) -> Result<(), RunnerError> {
-        if self.profile_skip & group != 0 || m == 0 {
+        if self.profile_skip & group != 0 || a.m == 0 {
             return Ok(());
         }
-        if self.use_skinny && skinny_wins(m, n, k) {
-            let a = GemmArgs {
-                x,
-                w,
-                y,
-                m,
-                n,
-                k,
-                out,
-            };
-            return skinny_gemm(&self.stream, &self.kernels, &a, pdl);
+        if self.use_skinny && skinny_wins(a.m, a.n, a.k) {
+            return skinny_gemm(&self.stream, &self.kernels, a, pdl);
         }
-        let rows = if pad { gemm_padded_rows(m) } else { m };
-        self.gemm.linear(x, w, y, rows, n, k, out)
+        let rows = if pad { gemm_padded_rows(a.m) } else { a.m };
+        self.gemm.linear(&GemmArgs { m: rows, ..*a })
     }
 }
 
@@ -203,38 +176,42 @@ impl CudaRunner {
     /// A product whose output is added to the residual stream by the next
     /// `add_rmsnorm`: split over K into `ws.parts` when [`Self::residual_splits`]
     /// says so for a step that is (`graphed`) or is not captured into a graph,
-    /// else [`Self::linear`] into `y` (bf16).
-    #[allow(clippy::too_many_arguments)]
+    /// else [`Self::linear`] into `a.y` (bf16; `a.out` is not used).
     pub(super) fn linear_residual(
         &self,
         pdl: bool,
-        x: u64,
-        w: u64,
-        y: u64,
-        m: usize,
-        n: usize,
-        k: usize,
+        a: &GemmArgs,
         graphed: bool,
         group: u32,
     ) -> Result<Delta, RunnerError> {
-        let splits = self.residual_splits(m, n, k, graphed);
+        let bf16_out = GemmArgs {
+            out: OutType::Bf16,
+            ..*a
+        };
+        let splits = self.residual_splits(a.m, a.n, a.k, graphed);
         if splits <= 1 || self.profile_skip & group != 0 {
-            self.linear(pdl, true, x, w, y, m, n, k, OutType::Bf16, group)?;
-            return Ok(Delta::bf16(y));
+            self.linear(pdl, true, &bf16_out, group)?;
+            return Ok(Delta::bf16(a.y));
         }
-        let rows = gemm_padded_rows(m);
-        if splits * rows * n > self.ws.parts_floats {
+        let rows = gemm_padded_rows(a.m);
+        if splits * rows * a.n > self.ws.parts_floats {
             return Err(RunnerError::Model(format!(
-                "split-K product of {rows} x {n} in {splits} slices exceeds the partials' buffer"
+                "split-K product of {rows} x {} in {splits} slices exceeds the partials' buffer",
+                a.n
             )));
         }
-        self.gemm
-            .linear_split_k(x, w, self.ws.parts.ptr, rows, n, k, splits)?;
+        let parts = GemmArgs {
+            y: self.ws.parts.ptr,
+            m: rows,
+            out: OutType::F32,
+            ..*a
+        };
+        self.gemm.linear_split_k(&parts, splits)?;
         Ok(Delta {
             bf16: 0,
             parts: self.ws.parts.ptr,
             nparts: splits,
-            part_stride: rows * n,
+            part_stride: rows * a.n,
         })
     }
 }
@@ -260,32 +237,27 @@ mod tests {
 
     #[test]
     fn residual_products_split_where_the_h200_measured_a_gain() {
-        // O (k 2048) and down (k 3072) of Qwen3-0.6B, in a graph.
-        for k in [2048, 3072] {
-            assert_eq!(
-                split_k_for(16, 1024, k, true),
-                1,
-                "the skinny kernel's rows"
-            );
-            assert_eq!(split_k_for(17, 1024, k, true), 4);
-            assert_eq!(split_k_for(64, 1024, k, true), 4);
-            assert_eq!(split_k_for(192, 1024, k, true), 4);
-            assert_eq!(split_k_for(256, 1024, k, true), 2);
-            assert_eq!(
-                split_k_for(257, 1024, k, true),
-                1,
-                "past the partials' buffer"
-            );
+        // O (k 2048) and down (k 3072) of Qwen3-0.6B: (rows, in a graph, slices).
+        let cases = [
+            (16, true, 1), // the skinny kernel's rows
+            (17, true, 4),
+            (64, true, 4),
+            (192, true, 4),
+            (256, true, 2),
+            (257, true, 1), // past the partials' buffer
             // Eagerly, not where the skinny kernel takes the product (up to 32 rows).
-            assert_eq!(split_k_for(32, 1024, k, false), 1);
-            assert_eq!(split_k_for(33, 1024, k, false), 4);
-            assert_eq!(split_k_for(256, 1024, k, false), 2);
+            (32, false, 1),
+            (33, false, 4),
+            (256, false, 2),
+        ];
+        for k in [2048, 3072] {
+            for (m, graphed, want) in cases {
+                let got = split_k_for(m, 1024, k, graphed);
+                assert_eq!(got, want, "{m} rows, k {k}, graphed {graphed}");
+            }
         }
-        assert_eq!(
-            split_k_for(64, 4096, 1024, true),
-            1,
-            "wide products have blocks enough"
-        );
+        // Wide products have blocks enough.
+        assert_eq!(split_k_for(64, 4096, 1024, true), 1);
         // Slices stay multiples of 64 wide, or the split shrinks.
         assert_eq!(split_k_for(64, 1024, 192, true), 3);
         assert_eq!(split_k_for(64, 1024, 100, true), 1);

@@ -14,7 +14,15 @@ pub(super) fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     let (xd, wd) = (c.up_bf16(&x)?, c.up_bf16(&w)?);
     let yd = DeviceBuffer::alloc(&c.ctx, m * n * 4).map_err(|e| device::dev_err("alloc", e))?;
     let g = Gemm::new(&c.ctx, &c.stream)?;
-    g.linear(xd.ptr, wd.ptr, yd.ptr, m, n, k, OutType::F32)?;
+    g.linear(&GemmArgs {
+        x: xd.ptr,
+        w: wd.ptr,
+        y: yd.ptr,
+        m,
+        n,
+        k,
+        out: OutType::F32,
+    })?;
     let got: Vec<f32> = c.down(&yd, m * n)?;
     let mut want = vec![0f64; m * n];
     for i in 0..m {
@@ -95,7 +103,16 @@ pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError
     let alloc = |bytes| DeviceBuffer::alloc(&c.ctx, bytes).map_err(|e| device::dev_err("alloc", e));
     let (parts, out) = (alloc(splits * rows * n * 4)?, alloc(m * n * 2)?);
     let g = Gemm::new(&c.ctx, &c.stream)?;
-    g.linear_split_k(xd.ptr, wd.ptr, parts.ptr, rows, n, k, splits)?;
+    let a = GemmArgs {
+        x: xd.ptr,
+        w: wd.ptr,
+        y: parts.ptr,
+        m: rows,
+        n,
+        k,
+        out: OutType::F32,
+    };
+    g.linear_split_k(&a, splits)?;
     launch(
         &c.stream,
         &c.k.add_rmsnorm,
