@@ -214,9 +214,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--no-pdl") {
         r.set_use_pdl(false);
     }
-    if args.iter().any(|a| a == "--no-l2-prefetch") {
-        r.set_l2_prefetch(false);
-    }
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
         r.device_name(),

@@ -57,14 +57,6 @@ __device__ __forceinline__ uint4 float8_to_bf16x8(const float* f) {
 // the runner (DecodeKernel::supports) uses these kernels only then, and they trap otherwise.
 #define DB_FITS(WARPS) ((WARPS) * GQA_GROUP * (HEAD_DIM + 2) * 4 <= 48 * 1024)
 
-// A decode step reads each cached key once: with KV_STREAMING its loads are marked evict-first
-// (ld.global.cs), so that they do not push the weights the next GEMMs read out of L2.
-#ifdef KV_STREAMING
-#define KV_LOAD __ldcs
-#else
-#define KV_LOAD __ldg
-#endif
-
 // Loads the K and V rows of keys base + u * DB_KPW + part (u < U) of KV head kvh; zeros at or
 // past `end` (zero V keeps 0 * garbage from making NaN).
 template <int U>
@@ -81,8 +73,8 @@ __device__ __forceinline__ void db_load(uint4* kr, uint4* vr, const bf16* __rest
             const long long slot = one_block ? slot0 + u * DB_KPW + part
                                              : (long long)bt[key / block_size] * block_size + key % block_size;
             const long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
-            kr[u] = KV_LOAD(reinterpret_cast<const uint4*>(k_cache + off));
-            vr[u] = KV_LOAD(reinterpret_cast<const uint4*>(v_cache + off));
+            kr[u] = __ldg(reinterpret_cast<const uint4*>(k_cache + off));
+            vr[u] = __ldg(reinterpret_cast<const uint4*>(v_cache + off));
         }
     }
 }

@@ -10,7 +10,6 @@ use super::device::{launch_ex, Arg};
 use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
 use super::meta::StepLayout;
-use super::weights::L2_SPANS;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
 use crate::runner::RunnerError;
 
@@ -73,9 +72,6 @@ impl CudaRunner {
         let pdl = self.use_pdl && decode_only && lay.num_decodes <= PDL_MAX_DECODES;
         let decode_kernel = self.decode_kernel_for(lay.num_decodes);
         let fuse_rope = self.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
-        // Decode steps: each layer's input norm prefetches into L2 the weights its
-        // GEMMs after the attention read (weights.rs), while QKV and attention run.
-        let l2 = self.l2_prefetch && decode_only;
 
         self.launch_in(
             pdl,
@@ -116,8 +112,6 @@ impl CudaRunner {
                     Arg::I32(hdim as i32),
                     Arg::F32(eps),
                     Arg::I32(1),
-                    Arg::Ptr(if l2 { w.l2_spans_of(li) } else { 0 }),
-                    Arg::I32(L2_SPANS as i32),
                 ],
             )?;
             self.linear(
@@ -253,8 +247,6 @@ impl CudaRunner {
                     Arg::I32(hdim as i32),
                     Arg::F32(eps),
                     Arg::I32(1),
-                    Arg::Ptr(0),
-                    Arg::I32(0),
                 ],
             )?;
             self.linear(
@@ -327,8 +319,6 @@ impl CudaRunner {
                 m(lay.sample_rows),
                 Arg::I32(hdim as i32),
                 Arg::F32(eps),
-                Arg::I32(0),
-                Arg::Ptr(0),
                 Arg::I32(0),
             ],
         )?;

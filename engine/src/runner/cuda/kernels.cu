@@ -67,37 +67,10 @@ extern "C" __global__ void embed_gather(const bf16* __restrict__ embed, const in
 // when write_resid and there is a d, resid[r] = v. out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
 // hidden % 4 == 0, part_stride % 4 == 0 and hidden <= 16 * blockDim.x: each thread keeps up to 4
 // float4 chunks.
-//
-// l2_spans (may be null): n_spans (address, bytes) pairs of weights the step reads soon; the
-// blocks share them out and prefetch them into L2 (sm_90 bulk prefetch, fire and forget)
-// before anything else, since weights never depend on the previous kernel.
-__device__ __forceinline__ void l2_prefetch_share(const unsigned long long* __restrict__ spans, int n_spans) {
-#if __CUDA_ARCH__ >= 900
-    if (threadIdx.x != 0) return;
-    unsigned long long total = 0;
-    for (int i = 0; i < n_spans; i++) total += spans[2 * i + 1];
-    // This block's share [lo, hi) of the spans laid end to end, in 16-byte units.
-    const unsigned long long per = ((total + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
-    const unsigned long long lo = per * blockIdx.x, hi = lo + per < total ? lo + per : total;
-    unsigned long long off = 0;  // where span i starts
-    for (int i = 0; i < n_spans; i++) {
-        const unsigned long long base = spans[2 * i], bytes = spans[2 * i + 1];
-        const unsigned long long s0 = lo > off ? lo : off, s1 = hi < off + bytes ? hi : off + bytes;
-        for (unsigned long long a = s0; a < s1; a += 65536) {
-            const unsigned n = (unsigned)((s1 - a < 65536 ? s1 - a : 65536) & ~15ull);
-            if (n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + (a - off)), "r"(n) : "memory");
-        }
-        off += bytes;
-    }
-#endif
-}
-
 extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,
                                        const float* __restrict__ parts, int nparts, long long part_stride,
                                        const bf16* __restrict__ w, bf16* __restrict__ out,
-                                       const int* __restrict__ rows, int hidden, float eps, int write_resid,
-                                       const unsigned long long* __restrict__ l2_spans, int n_spans) {
-    if (l2_spans) l2_prefetch_share(l2_spans, n_spans);
+                                       const int* __restrict__ rows, int hidden, float eps, int write_resid) {
     PDL_ENTER();
     __shared__ float scratch[32];
     const int t = blockIdx.x;

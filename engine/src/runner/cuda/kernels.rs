@@ -92,7 +92,7 @@ impl Kernels {
         let opts = CompileOptions {
             arch: Some(arch),
             include_paths: vec![cuda_include_dir()],
-            options: kv_load_options(),
+            options: vec!["--std=c++17".into()],
             ..Default::default()
         };
         let ptx = compile_ptx_with_opts(kernel_source(shape), opts).map_err(|e| match e {
@@ -209,14 +209,4 @@ impl Kernels {
             })
             .collect()
     }
-}
-
-/// NVRTC options: C++17, and the decode kernels' KV loads marked evict-first
-/// unless `SERVETWIN_KV_LOADS=normal` (an experiment switch).
-fn kv_load_options() -> Vec<String> {
-    let mut o = vec!["--std=c++17".to_string()];
-    if std::env::var("SERVETWIN_KV_LOADS").as_deref() != Ok("normal") {
-        o.push("-DKV_STREAMING".into());
-    }
-    o
 }

@@ -157,8 +157,6 @@ pub struct CudaRunner {
     decode_target_warps: usize,
     use_pdl: bool,
     fuse_rope: bool,
-    /// Decode steps prefetch each layer's post-attention weights into L2 (forward.rs).
-    l2_prefetch: bool,
 }
 
 fn workspace(
@@ -315,7 +313,6 @@ impl CudaRunner {
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
             fuse_rope: true,
-            l2_prefetch: true,
         })
     }
 
@@ -380,12 +377,6 @@ impl CudaRunner {
                 c.num_key_value_heads,
             )
         })
-    }
-
-    /// Prefetch each layer's post-attention weights into L2 in decode steps (default on).
-    pub fn set_l2_prefetch(&mut self, on: bool) {
-        self.l2_prefetch = on;
-        self.graphs.clear();
     }
 
     /// Launch the runner's own kernels as programmatic dependent launches

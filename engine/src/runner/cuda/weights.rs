@@ -34,21 +34,9 @@ pub(crate) struct DeviceWeights {
     pub sin: DeviceBuffer,
     pub rope_positions: usize,
     pub bytes: usize,
-    /// Per layer, `L2_SPANS` (address, bytes) pairs of u64: the weights read
-    /// after that layer's attention (O, gate-up, down), for the L2 prefetch
-    /// its input norm issues.
-    pub l2_spans: DeviceBuffer,
 }
 
-/// (address, bytes) pairs per layer in [`DeviceWeights::l2_spans`].
-pub(crate) const L2_SPANS: usize = 3;
-
 impl DeviceWeights {
-    /// The device address of layer `li`'s prefetch spans.
-    pub fn l2_spans_of(&self, li: usize) -> u64 {
-        self.l2_spans.ptr + (li * L2_SPANS * 2 * 8) as u64
-    }
-
     pub fn lm_head_ptr(&self) -> u64 {
         self.lm_head.as_ref().unwrap_or(&self.embed).ptr
     }
@@ -158,18 +146,6 @@ pub(crate) fn upload(
     let (cos_h, sin_h) = rope_table(d, cfg.rope_theta, rope_positions);
     let cos = DeviceBuffer::from_host(ctx, &cos_h)?;
     let sin = DeviceBuffer::from_host(ctx, &sin_h)?;
-    let spans: Vec<u64> = layers
-        .iter()
-        .flat_map(|l| {
-            [
-                (l.o.ptr, (h * q * 2) as u64),
-                (l.gate_up.ptr, (2 * inter * h * 2) as u64),
-                (l.down.ptr, (h * inter * 2) as u64),
-            ]
-        })
-        .flat_map(|(a, b)| [a, b])
-        .collect();
-    let l2_spans = DeviceBuffer::from_host(ctx, &spans)?;
     Ok(DeviceWeights {
         embed,
         lm_head,
@@ -179,7 +155,6 @@ pub(crate) fn upload(
         sin,
         rope_positions,
         bytes,
-        l2_spans,
     })
 }
 

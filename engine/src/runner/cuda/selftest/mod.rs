@@ -211,8 +211,6 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     let sel = [2i32, 0];
     let seld = c.up(&sel)?;
     let od = DeviceBuffer::alloc(&c.ctx, rows * h * 2).map_err(|e| device::dev_err("alloc", e))?;
-    // The L2 prefetch path runs too (over the residual and the weights; no visible effect).
-    let spans = c.up(&[rd.ptr, (rows * h * 4) as u64, wd.ptr, (h * 2) as u64 & !15])?;
     launch(
         &c.stream,
         &c.k.add_rmsnorm,
@@ -232,8 +230,6 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
             Arg::I32(h as i32),
             Arg::F32(1e-6),
             Arg::I32(1),
-            Arg::Ptr(spans.ptr),
-            Arg::I32(2),
         ],
     )?;
     let got = c.down_bf16(&od, 2 * h)?;
