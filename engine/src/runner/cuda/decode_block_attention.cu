@@ -73,11 +73,8 @@ __device__ __forceinline__ void db_load(uint4* kr, uint4* vr, const bf16* __rest
             const long long slot = one_block ? slot0 + u * DB_KPW + part
                                              : (long long)bt[key / block_size] * block_size + key % block_size;
             const long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
-            // A step reads each cached key once: evict-first (ld.global.cs) keeps these loads
-            // from pushing the weights the step's GEMMs read out of L2. Measured on the H200
-            // (results/h200/l2_ab.txt): batch 64 1.625 and 1.649 ms against 1.661 and 1.669.
-            kr[u] = __ldcs(reinterpret_cast<const uint4*>(k_cache + off));
-            vr[u] = __ldcs(reinterpret_cast<const uint4*>(v_cache + off));
+            kr[u] = __ldg(reinterpret_cast<const uint4*>(k_cache + off));
+            vr[u] = __ldg(reinterpret_cast<const uint4*>(v_cache + off));
         }
     }
 }
