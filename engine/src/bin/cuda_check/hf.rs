@@ -2,8 +2,9 @@
 //! `reference.json` written by `scripts/hf_reference.py`, loaded with the
 //! engine's loader, run through the CUDA runner.
 
+use crate::compare::{compare, disagreement_cell, prefix_match};
 use crate::driver::generate;
-use crate::{compare, disagreement_cell, prefix_match, runner_config, Cuda, BLOCK_SIZE};
+use crate::{runner_config, Cuda, BLOCK_SIZE};
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::CudaRunner;
 use std::fmt::Write as _;

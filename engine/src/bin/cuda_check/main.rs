@@ -21,11 +21,13 @@
 //! Every part runs even when an earlier one fails; the exit code is non-zero
 //! when any check failed.
 
+mod compare;
 mod driver;
 mod engine_e2e;
 mod hf;
 
-use driver::{generate, LogitsRunner, Trace};
+use compare::{compare, disagreement_cell, prefix_match};
+use driver::{generate, LogitsRunner};
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cpu::CpuRunner;
 use engine::runner::cuda::{kernel_self_test, CudaRunner, CudaRunnerConfig};
@@ -77,92 +79,6 @@ fn runner_config(max_len: usize, budget: usize, blocks: usize) -> CudaRunnerConf
         use_cuda_graphs: true,
         device_ordinal: 0,
     }
-}
-
-/// Per-prompt comparison of a trace with a reference trace (teacher forced on the reference's tokens).
-struct Cmp {
-    agree: usize,
-    steps: usize,
-    max_abs_diff: f32,
-    max_abs_logit: f32,
-    rel_l2: f64,
-    /// Every teacher-forced step whose argmax differs from the reference's.
-    disagreements: Vec<Disagreement>,
-}
-
-/// A step where the test's argmax is not the reference's. The two margins say
-/// whether it was a near-tie: `reference_margin` is how far the reference put
-/// its own token above the test's, `test_margin` the converse.
-struct Disagreement {
-    step: usize,
-    reference_token: u32,
-    test_token: u32,
-    reference_margin: f32,
-    test_margin: f32,
-}
-
-impl std::fmt::Display for Disagreement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "step {} ref {} (by {:.4}) vs test {} (by {:.4})",
-            self.step,
-            self.reference_token,
-            self.reference_margin,
-            self.test_token,
-            self.test_margin
-        )
-    }
-}
-
-/// `;`-separated `step:reference_margin:test_margin` for a CSV cell (empty when none).
-fn disagreement_cell(ds: &[Disagreement]) -> String {
-    ds.iter()
-        .map(|d| format!("{}:{:.5}:{:.5}", d.step, d.reference_margin, d.test_margin))
-        .collect::<Vec<_>>()
-        .join(";")
-}
-
-fn compare(test: &Trace, reference_tokens: &[u32], reference_logits: &[Vec<f32>]) -> Cmp {
-    let mut c = Cmp {
-        agree: 0,
-        steps: reference_tokens.len(),
-        max_abs_diff: 0.0,
-        max_abs_logit: 0.0,
-        rel_l2: 0.0,
-        disagreements: Vec::new(),
-    };
-    let (mut num, mut den) = (0f64, 0f64);
-    for (s, &tok) in reference_tokens.iter().enumerate() {
-        c.agree += (test.tokens.get(s) == Some(&tok)) as usize;
-        if let (Some(a), Some(b)) = (test.logits.get(s), reference_logits.get(s)) {
-            if let Some(&ours) = test.tokens.get(s).filter(|&&t| t != tok) {
-                let at = |l: &[f32], t: u32| l.get(t as usize).copied().unwrap_or(f32::NAN);
-                c.disagreements.push(Disagreement {
-                    step: s,
-                    reference_token: tok,
-                    test_token: ours,
-                    reference_margin: at(b, tok) - at(b, ours),
-                    test_margin: at(a, ours) - at(a, tok),
-                });
-            }
-            for (x, y) in a.iter().zip(b) {
-                let d = (x - y).abs();
-                if !d.is_finite() || d > c.max_abs_diff {
-                    c.max_abs_diff = if d.is_finite() { d } else { f32::INFINITY };
-                }
-                c.max_abs_logit = c.max_abs_logit.max(y.abs());
-                num += (d as f64).powi(2);
-                den += (*y as f64).powi(2);
-            }
-        }
-    }
-    c.rel_l2 = (num / den.max(1e-30)).sqrt();
-    c
-}
-
-fn prefix_match(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn quick() -> bool {
