@@ -23,7 +23,7 @@
 //!   warps, where given) and writes nothing (a run to put under a profiler).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel};
+use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel, SPLIT_K_MAX};
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -177,9 +177,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let split_k: Option<usize> = value("--split-k")
         .map(|v| match v.parse() {
-            Ok(n) if (1..=8).contains(&n) => Ok(n),
+            Ok(n) if (1..=SPLIT_K_MAX).contains(&n) => Ok(n),
             _ => Err(format!(
-                "--split-k takes a number of slices from 1 to 8, not {v}"
+                "--split-k takes a number of slices from 1 to {SPLIT_K_MAX}, not {v}"
             )),
         })
         .transpose()?;

@@ -9,8 +9,7 @@
 //! [`Delta`] says which form the output took.
 
 use super::device::{launch_ex, Arg};
-pub(crate) use super::gemm::GemmArgs;
-use super::gemm::OutType;
+use super::gemm::{GemmArgs, OutType};
 use super::kernels::Kernels;
 use super::CudaRunner;
 use crate::runner::{gemm_padded_rows, RunnerError};
@@ -36,8 +35,9 @@ pub(crate) fn skinny_wins(m: usize, n: usize, k: usize) -> bool {
     skinny_takes(m, n, k) && m * n <= SKINNY_MAX_PRODUCT && n <= SKINNY_MAX_COLS
 }
 
-/// Most slices of K a residual product is split into.
-pub(crate) const SPLIT_K_MAX: usize = 8;
+/// Most slices of K a residual product is split into (also the most
+/// [`CudaRunner::set_split_k`] takes).
+pub const SPLIT_K_MAX: usize = 8;
 /// Most rows a residual product is split for; the partials' buffer holds
 /// `SPLIT_K_MAX` fp32 matrices of this many (padded) rows.
 pub(crate) const SPLIT_K_MAX_ROWS: usize = 256;

@@ -48,13 +48,14 @@ use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 use device::{dev_err, DeviceBuffer, PinnedBuffer};
 use gemm::Gemm;
 use kernels::{KernelShape, Kernels};
-use linear::{SPLIT_K_MAX, SPLIT_K_MAX_ROWS};
+use linear::SPLIT_K_MAX_ROWS;
 use meta::{BatchLimits, StepLayout};
 use std::collections::HashMap;
 use std::sync::Arc;
 use weights::DeviceWeights;
 
 pub use decode::DecodeKernel;
+pub use linear::SPLIT_K_MAX;
 pub use selftest::{kernel_self_test, KernelCheck};
 
 /// Kernel groups that [`CudaRunner::set_profile_skip`] can leave out.

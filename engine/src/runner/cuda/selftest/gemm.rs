@@ -3,8 +3,8 @@
 
 use super::{compare, rounded, Ctx, KernelCheck};
 use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer};
-use crate::runner::cuda::gemm::{Gemm, OutType};
-use crate::runner::cuda::linear::{skinny_gemm, GemmArgs};
+use crate::runner::cuda::gemm::{Gemm, GemmArgs, OutType};
+use crate::runner::cuda::linear::skinny_gemm;
 use crate::runner::RunnerError;
 
 pub(super) fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
