@@ -1,24 +1,37 @@
-//! The forward pass of one step, enqueued on the runner's stream: embedding,
+//! The forward pass of one step, enqueued on the runner's stream:
 //! 28 × (norm, QKV GEMM, q/k-norm + RoPE + KV write, attention, O GEMM,
-//! residual add + norm, gate-up GEMM, SiLU·mul, down GEMM), final norm of the
-//! sampled rows only, LM head, argmax. Nothing here synchronizes or copies, so
-//! the same code is captured into decode graphs. The O and down products may
-//! leave split-K partials ([`Delta`]); the norm after each adds them up.
+//! residual add + norm, gate-up GEMM, SiLU·mul, down GEMM), then the head
+//! (head.rs). The first layer's norm gathers the token embeddings itself.
+//! Nothing here synchronizes or copies, so the same code is captured into
+//! decode graphs. The O and down products may leave split-K partials
+//! ([`Delta`]); the norm after each adds them up.
 
 use super::decode::{enqueue_decode_attention, DecodeArgs, RopeArgs};
 use super::device::{launch_ex, Arg};
 use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
 use super::meta::StepLayout;
-use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD};
+use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM};
 use crate::runner::RunnerError;
 
 /// Most decodes of a step whose kernels are programmatic dependent launches.
 const PDL_MAX_DECODES: usize = 24;
-
-/// Logits one `argmax_rows` block scans (ARGMAX_THREADS * ARGMAX_PER_THREAD in kernels.cu).
-const ARGMAX_CHUNK: usize = 256 * 16;
 use cudarc::driver::CudaFunction;
+
+/// One `add_rmsnorm` launch: `n_rows` rows (residual rows listed at metadata
+/// offset `rows`, or the first `n_rows`) plus `delta`, or the embeddings of
+/// the tokens at metadata offset `embed_tokens` instead, normalised with
+/// `weight` into `out`; `write_resid` stores the sum back in the residual stream.
+pub(crate) struct NormArgs<'a> {
+    pub name: &'a str,
+    pub delta: Delta,
+    pub embed_tokens: Option<usize>,
+    pub weight: u64,
+    pub out: u64,
+    pub rows: Option<usize>,
+    pub n_rows: usize,
+    pub write_resid: bool,
+}
 
 impl CudaRunner {
     /// Launches unless `group` is masked off for profiling.
@@ -40,6 +53,48 @@ impl CudaRunner {
         launch_ex(&self.stream, f, name, grid, block, smem, args, pdl)
     }
 
+    /// Enqueues one fused residual-add RMSNorm (`add_rmsnorm`, which keeps its
+    /// row in registers: no dynamic shared memory).
+    pub(crate) fn enqueue_norm(
+        &self,
+        pdl: bool,
+        group: u32,
+        a: &NormArgs,
+    ) -> Result<(), RunnerError> {
+        let meta =
+            |off: Option<usize>| Arg::Ptr(off.map_or(0, |o| self.ws.meta.ptr + 4 * o as u64));
+        let [d0, d1, d2, d3] = a.delta.args();
+        let embed = if a.embed_tokens.is_some() {
+            self.weights.embed.ptr
+        } else {
+            0
+        };
+        self.launch_in(
+            pdl,
+            group,
+            &self.kernels.add_rmsnorm,
+            a.name,
+            (a.n_rows as u32, 1, 1),
+            256,
+            0,
+            &[
+                Arg::Ptr(self.ws.resid.ptr),
+                d0,
+                d1,
+                d2,
+                d3,
+                Arg::Ptr(a.weight),
+                Arg::Ptr(a.out),
+                meta(a.rows),
+                Arg::I32(self.cfg.hidden_size as i32),
+                Arg::F32(self.cfg.rms_norm_eps as f32),
+                Arg::I32(a.write_resid as i32),
+                Arg::Ptr(embed),
+                meta(a.embed_tokens),
+            ],
+        )
+    }
+
     /// Enqueues the forward pass for a step whose metadata is (or will be, before
     /// the work runs) at `self.ws.meta`, laid out as `lay`; `nsplit` splits of the
     /// decode attention; `graphed` when it is being captured into a graph.
@@ -59,9 +114,6 @@ impl CudaRunner {
         let inter = c.intermediate_size;
         let eps = c.rms_norm_eps as f32;
         let m = |off: usize| Arg::Ptr(ws.meta.ptr + 4 * off as u64);
-        let tok = t as u32;
-        // add_rmsnorm keeps the row in registers: no dynamic shared memory.
-        let norm_smem = 0;
         let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
         // Programmatic dependent launches only in decode-only steps of up to
         // PDL_MAX_DECODES sequences: measured on the H200 they save 0.07 ms per
@@ -73,46 +125,23 @@ impl CudaRunner {
         let decode_kernel = self.decode_kernel_for(lay.num_decodes);
         let fuse_rope = self.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
 
-        self.launch_in(
-            pdl,
-            SKIP_ELEMENTWISE,
-            &k.embed_gather,
-            "embed_gather",
-            (tok, 1, 1),
-            256,
-            0,
-            &[
-                Arg::Ptr(w.embed.ptr),
-                m(lay.tokens),
-                Arg::Ptr(ws.resid.ptr),
-                Arg::I32(hdim as i32),
-            ],
-        )?;
         // The previous down projection's output, added by the next norm.
         let mut delta = Delta::NONE;
         for (li, lw) in w.layers.iter().enumerate() {
-            let [d0, d1, d2, d3] = delta.args();
-            self.launch_in(
+            // The first layer's norm starts the residual stream from the embeddings.
+            self.enqueue_norm(
                 pdl,
                 SKIP_ELEMENTWISE,
-                &k.add_rmsnorm,
-                "add_rmsnorm(in)",
-                (tok, 1, 1),
-                256,
-                norm_smem,
-                &[
-                    Arg::Ptr(ws.resid.ptr),
-                    d0,
-                    d1,
-                    d2,
-                    d3,
-                    Arg::Ptr(lw.input_norm.ptr),
-                    Arg::Ptr(ws.normed.ptr),
-                    Arg::Ptr(0),
-                    Arg::I32(hdim as i32),
-                    Arg::F32(eps),
-                    Arg::I32(1),
-                ],
+                &NormArgs {
+                    name: "add_rmsnorm(in)",
+                    delta,
+                    embed_tokens: (li == 0).then_some(lay.tokens),
+                    weight: lw.input_norm.ptr,
+                    out: ws.normed.ptr,
+                    rows: None,
+                    n_rows: t,
+                    write_resid: true,
+                },
             )?;
             self.linear(
                 pdl,
@@ -226,28 +255,19 @@ impl CudaRunner {
                 graphed,
                 SKIP_GEMM,
             )?;
-            let [d0, d1, d2, d3] = o.args();
-            self.launch_in(
+            self.enqueue_norm(
                 pdl,
                 SKIP_ELEMENTWISE,
-                &k.add_rmsnorm,
-                "add_rmsnorm(post)",
-                (tok, 1, 1),
-                256,
-                norm_smem,
-                &[
-                    Arg::Ptr(ws.resid.ptr),
-                    d0,
-                    d1,
-                    d2,
-                    d3,
-                    Arg::Ptr(lw.post_norm.ptr),
-                    Arg::Ptr(ws.normed.ptr),
-                    Arg::Ptr(0),
-                    Arg::I32(hdim as i32),
-                    Arg::F32(eps),
-                    Arg::I32(1),
-                ],
+                &NormArgs {
+                    name: "add_rmsnorm(post)",
+                    delta: o,
+                    embed_tokens: None,
+                    weight: lw.post_norm.ptr,
+                    out: ws.normed.ptr,
+                    rows: None,
+                    n_rows: t,
+                    write_resid: true,
+                },
             )?;
             self.linear(
                 pdl,
@@ -295,60 +315,6 @@ impl CudaRunner {
                 SKIP_GEMM,
             )?;
         }
-        let ns = lay.num_sampled;
-        if ns == 0 {
-            return Ok(());
-        }
-        let [f0, f1, f2, f3] = delta.args();
-        self.launch_in(
-            pdl,
-            SKIP_HEAD,
-            &k.add_rmsnorm,
-            "add_rmsnorm(final)",
-            (ns as u32, 1, 1),
-            256,
-            norm_smem,
-            &[
-                Arg::Ptr(ws.resid.ptr),
-                f0,
-                f1,
-                f2,
-                f3,
-                Arg::Ptr(w.final_norm.ptr),
-                Arg::Ptr(ws.final_normed.ptr),
-                m(lay.sample_rows),
-                Arg::I32(hdim as i32),
-                Arg::F32(eps),
-                Arg::I32(0),
-            ],
-        )?;
-        self.linear(
-            pdl,
-            false,
-            &GemmArgs {
-                x: ws.final_normed.ptr,
-                w: w.lm_head_ptr(),
-                y: ws.logits.ptr,
-                m: ns,
-                n: c.vocab_size,
-                k: hdim,
-                out: OutType::F32,
-            },
-            SKIP_HEAD,
-        )?;
-        self.launch_in(
-            pdl,
-            SKIP_HEAD,
-            &k.argmax_rows,
-            "argmax_rows",
-            (c.vocab_size.div_ceil(ARGMAX_CHUNK) as u32, ns as u32, 1),
-            256,
-            0,
-            &[
-                Arg::Ptr(ws.logits.ptr),
-                m(lay.argmax),
-                Arg::I32(c.vocab_size as i32),
-            ],
-        )
+        self.enqueue_head(lay, delta, pdl, decode_only)
     }
 }

@@ -51,26 +51,19 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(t);
 }
 
-// resid[t] = embed[tokens[t]] (fp32 residual stream).
-extern "C" __global__ void embed_gather(const bf16* __restrict__ embed, const int* __restrict__ tokens,
-                                        float* __restrict__ resid, int hidden) {
-    PDL_ENTER();
-    int t = blockIdx.x;
-    const bf16* row = embed + (long long)tokens[t] * hidden;
-    float* dst = resid + (long long)t * hidden;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = __bfloat162float(row[i]);
-}
-
 // Output row t reads residual row r = rows ? rows[t] : t. v = resid[r] + d, where d is delta[r]
 // (bf16, may be null) or, when parts is not null, the sum of the nparts fp32 split-K partials
 // parts[j * part_stride + r * hidden] (a GEMM split over K whose reduction is done here);
-// when write_resid and there is a d, resid[r] = v. out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
+// when write_resid and there is a d, resid[r] = v. With tokens (the first layer), v is instead
+// the embedding row embed[tokens[r]], and resid[r] = v starts the residual stream (this saves
+// the step a kernel of its own). out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
 // hidden % 4 == 0, part_stride % 4 == 0 and hidden <= 16 * blockDim.x: each thread keeps up to 4
 // float4 chunks.
 extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,
                                        const float* __restrict__ parts, int nparts, long long part_stride,
                                        const bf16* __restrict__ w, bf16* __restrict__ out,
-                                       const int* __restrict__ rows, int hidden, float eps, int write_resid) {
+                                       const int* __restrict__ rows, int hidden, float eps, int write_resid,
+                                       const bf16* __restrict__ embed, const int* __restrict__ tokens) {
     PDL_ENTER();
     __shared__ float scratch[32];
     const int t = blockIdx.x;
@@ -84,24 +77,31 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
     for (int c = 0; c < 4; c++) {
         const int ci = threadIdx.x + c * blockDim.x;
         if (ci < chunks) {
-            float4 x = res[ci];
-            if (parts) {
-                // The partials are summed first, as one GEMM's output would be, then added.
-                const float4* p = reinterpret_cast<const float4*>(parts + r * hidden) + ci;
-                float4 d = p[0];
-                for (int j = 1; j < nparts; j++) {
-                    const float4 e = p[j * (part_stride / 4)];
-                    d.x += e.x; d.y += e.y; d.z += e.z; d.w += e.w;
+            float4 x;
+            if (tokens) {
+                const uint2 e = reinterpret_cast<const uint2*>(embed + (long long)tokens[r] * hidden)[ci];
+                const float2 a = __bfloat1622float2(*reinterpret_cast<const bf162*>(&e.x));
+                const float2 b = __bfloat1622float2(*reinterpret_cast<const bf162*>(&e.y));
+                x = make_float4(a.x, a.y, b.x, b.y);
+            } else {
+                x = res[ci];
+                if (parts) {
+                    // The partials are summed first, as one GEMM's output would be, then added.
+                    const float4* p = reinterpret_cast<const float4*>(parts + r * hidden) + ci;
+                    float4 d = p[0];
+                    for (int j = 1; j < nparts; j++) {
+                        const float4 e = p[j * (part_stride / 4)];
+                        d.x += e.x; d.y += e.y; d.z += e.z; d.w += e.w;
+                    }
+                    x.x += d.x; x.y += d.y; x.z += d.z; x.w += d.w;
+                } else if (del) {
+                    uint2 d = del[ci];
+                    float2 a = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.x));
+                    float2 b = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.y));
+                    x.x += a.x; x.y += a.y; x.z += b.x; x.w += b.y;
                 }
-                x.x += d.x; x.y += d.y; x.z += d.z; x.w += d.w;
-                if (write_resid) res[ci] = x;
-            } else if (del) {
-                uint2 d = del[ci];
-                float2 a = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.x));
-                float2 b = __bfloat1622float2(*reinterpret_cast<bf162*>(&d.y));
-                x.x += a.x; x.y += a.y; x.z += b.x; x.w += b.y;
-                if (write_resid) res[ci] = x;
             }
+            if (write_resid && (tokens || parts || del)) res[ci] = x;
             v[c] = x;
             ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
         }
@@ -223,6 +223,11 @@ extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restric
 __device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
     return v > bv || (v == bv && i < bi);
 }
+__device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
+    unsigned int bits = __float_as_uint(v);
+    bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+    return ((unsigned long long)bits << 32) | (unsigned long long)(0xffffffffu - (unsigned int)i);
+}
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
     argmax_rows(const float* __restrict__ logits, unsigned long long* __restrict__ best, int vocab) {
     PDL_ENTER();
@@ -267,12 +272,6 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
                 bv = sv[w];
                 bi = si[w];
             }
-        if (bi != 0x7fffffff) {
-            unsigned int bits = __float_as_uint(bv);
-            bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-            const unsigned long long key =
-                ((unsigned long long)bits << 32) | (unsigned long long)(0xffffffffu - (unsigned int)bi);
-            atomicMax(best + blockIdx.y, key);
-        }
+        if (bi != 0x7fffffff) atomicMax(best + blockIdx.y, argmax_key(bv, bi));
     }
 }

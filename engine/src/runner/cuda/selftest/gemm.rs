@@ -132,6 +132,8 @@ pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError
             Arg::I32(n as i32),
             Arg::F32(1e-6),
             Arg::I32(1),
+            Arg::Ptr(0),
+            Arg::Ptr(0),
         ],
     )?;
     let mut got = c.down_bf16(&out, m * n)?;

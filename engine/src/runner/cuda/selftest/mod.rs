@@ -17,11 +17,13 @@ use std::sync::Arc;
 mod attention;
 mod fused_rope;
 mod gemm;
+mod lm_head;
 mod paged;
 mod rope;
 use attention::check_attention;
 use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_skinny, check_split_k_norm};
+use lm_head::check_lm_head_argmax;
 use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
@@ -136,7 +138,7 @@ pub fn kernel_self_test(
         }
     };
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 21] = [
+    let checks: [(&str, Check); 22] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -183,7 +185,8 @@ pub fn kernel_self_test(
         ("attn_decode_heads_u4 fused rope (nsplit=4)", |c| {
             check_fused_rope(c, 4, DecodeKernel::HeadsU4)
         }),
-        ("embed_gather", check_embed),
+        ("add_rmsnorm from embeddings", check_embed_norm),
+        ("lm_head_argmax", check_lm_head_argmax),
     ];
     for (name, f) in checks {
         let r = f(&mut c).unwrap_or_else(|e| KernelCheck {
@@ -230,6 +233,8 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
             Arg::I32(h as i32),
             Arg::F32(1e-6),
             Arg::I32(1),
+            Arg::Ptr(0),
+            Arg::Ptr(0),
         ],
     )?;
     let got = c.down_bf16(&od, 2 * h)?;
@@ -333,35 +338,66 @@ fn check_argmax(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     })
 }
 
-fn check_embed(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    let (vocab, h) = (50usize, 70usize);
+/// The first layer's norm: the residual stream starts from the token embeddings.
+fn check_embed_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let (vocab, h) = (50usize, 200usize);
     let e = rounded(&c.randn(vocab * h, 1.0));
-    let ed = c.up_bf16(&e)?;
+    let w = rounded(&c.randn(h, 1.0));
+    let (ed, wd) = (c.up_bf16(&e)?, c.up_bf16(&w)?);
     let toks = [3i32, 49, 0];
     let td = c.up(&toks)?;
-    let rd = DeviceBuffer::alloc(&c.ctx, 3 * h * 4).map_err(|e| device::dev_err("alloc", e))?;
+    // Stale values in the residual stream must be overwritten, not added to.
+    let rd = c.up(&vec![5.0f32; 3 * h])?;
+    let od = DeviceBuffer::alloc(&c.ctx, 3 * h * 2).map_err(|e| device::dev_err("alloc", e))?;
     launch(
         &c.stream,
-        &c.k.embed_gather,
-        "embed_gather",
+        &c.k.add_rmsnorm,
+        "add_rmsnorm",
         (3, 1, 1),
         256,
         0,
         &[
+            Arg::Ptr(rd.ptr),
+            Arg::Ptr(0),
+            Arg::Ptr(0),
+            Arg::I32(0),
+            Arg::I64(0),
+            Arg::Ptr(wd.ptr),
+            Arg::Ptr(od.ptr),
+            Arg::Ptr(0),
+            Arg::I32(h as i32),
+            Arg::F32(1e-6),
+            Arg::I32(1),
             Arg::Ptr(ed.ptr),
             Arg::Ptr(td.ptr),
-            Arg::Ptr(rd.ptr),
-            Arg::I32(h as i32),
         ],
     )?;
-    let got: Vec<f32> = c.down(&rd, 3 * h)?;
-    let want: Vec<f64> = toks
+    let got = c.down_bf16(&od, 3 * h)?;
+    let resid: Vec<f32> = c.down(&rd, 3 * h)?;
+    let rows: Vec<&[f32]> = toks
         .iter()
-        .flat_map(|&t| {
-            e[t as usize * h..(t as usize + 1) * h]
-                .iter()
-                .map(|&x| x as f64)
-        })
+        .map(|&t| &e[t as usize * h..(t as usize + 1) * h])
         .collect();
-    Ok(compare("embed_gather", &got, &want, 1e-7, String::new()))
+    let mut want = Vec::new();
+    for row in &rows {
+        let ms = row.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / h as f64;
+        let inv = 1.0 / (ms + 1e-6).sqrt();
+        want.extend(
+            row.iter()
+                .zip(&w)
+                .map(|(&x, &wi)| x as f64 * inv * wi as f64),
+        );
+    }
+    let mut chk = compare(
+        "add_rmsnorm from embeddings",
+        &got,
+        &want,
+        1e-2,
+        "tokens [3, 49, 0] of 50, hidden 200".into(),
+    );
+    if resid != rows.concat() {
+        chk.pass = false;
+        chk.note += "; residual stream is not the embedding rows";
+    }
+    Ok(chk)
 }
