@@ -38,9 +38,6 @@ pub fn vs_hf(
     let mut rc = runner_config(max_len.next_multiple_of(BLOCK_SIZE), budget, blocks);
     rc.max_num_seqs = r.prompts.len().max(1);
     let mut cuda = Cuda(CudaRunner::new(&cfg, &w, &rc)?);
-    // Teacher forcing compares logits; the free run takes the serving path, whose argmax is
-    // fused into the LM head.
-    cuda.0.set_keep_logits(true);
     let forced = generate(
         &mut cuda,
         &r.prompts,
@@ -50,7 +47,6 @@ pub fn vs_hf(
         Some(&r.generated),
         true,
     )?;
-    cuda.0.set_keep_logits(false);
     let free = generate(
         &mut cuda, &r.prompts, steps, budget, BLOCK_SIZE, None, false,
     )?;

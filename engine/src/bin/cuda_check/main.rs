@@ -140,18 +140,13 @@ fn vs_cpu(
     // Capture every decode graph up front (the path real-mode runs use).
     cuda.0.warm_up_graphs()?;
     let ref_tokens: Vec<Vec<u32>> = reference.iter().map(|t| t.tokens.clone()).collect();
-    // Teacher forced on the reference's tokens, with the logits kept; or a free run, by default
-    // with the argmax fused into the LM head (the path of serving steps).
-    let run_with = |runner: &mut Cuda, forced: bool, keep_logits: bool| {
-        runner.0.set_keep_logits(keep_logits);
+    // Teacher forced on the reference's tokens (with logits), or a free run.
+    let run = |runner: &mut Cuda, forced: bool| {
         let tokens = forced.then_some(ref_tokens.as_slice());
         generate(runner, &prompts, steps, budget, BLOCK_SIZE, tokens, forced)
     };
-    let run = |runner: &mut Cuda, forced: bool| run_with(runner, forced, forced);
     let forced = run(&mut cuda, true)?;
     let free = run(&mut cuda, false)?;
-    // The same free run through the cuBLAS LM head and argmax_rows: both heads must agree.
-    let free_logits_head = run_with(&mut cuda, false, true)?;
     let mut eager = Cuda(CudaRunner::new(
         &cfg,
         &w,
@@ -170,13 +165,11 @@ fn vs_cpu(
         let m = prefix_match(&free[i].tokens, &r.tokens);
         let me = prefix_match(&free_eager[i].tokens, &free[i].tokens);
         let ge = compare(&forced_eager[i], &forced[i].tokens, &forced[i].logits);
-        let mh = prefix_match(&free_logits_head[i].tokens, &free[i].tokens);
-        // bf16 activations vs the f32 reference: near-ties may flip; demand 95% agreement and
-        // small logit error. The two LM heads differ only in fp32 summation order.
-        let ok = c.agree * 100 >= c.steps * 95 && c.rel_l2 < 0.05 && mh == steps;
+        // bf16 activations vs the f32 reference: near-ties may flip; demand 95% agreement and small logit error.
+        let ok = c.agree * 100 >= c.steps * 95 && c.rel_l2 < 0.05;
         all_ok &= ok;
         println!(
-            "{} [{model}] prompt {i} (len {}): forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e}) | free-run match {}/{} | graph vs eager match {}/{}, forced max|dlogit| {:.4} | fused vs logits head match {mh}/{steps}",
+            "{} [{model}] prompt {i} (len {}): forced agree {}/{} | max|dlogit| {:.4} (max|logit| {:.2}, rel_l2 {:.2e}) | free-run match {}/{} | graph vs eager match {}/{}, forced max|dlogit| {:.4}",
             if ok { "PASS" } else { "FAIL" },
             prompts[i].len(), c.agree, c.steps, c.max_abs_diff, c.max_abs_logit, c.rel_l2, m, steps, me, steps, ge.max_abs_diff
         );
@@ -188,7 +181,7 @@ fn vs_cpu(
         }
         let _ = writeln!(
             csv,
-            "{date},{model},{i},{},{steps},{},{:.6},{:.4},{:.3e},{m},{me},{:.6},{mh},{},{}",
+            "{date},{model},{i},{},{steps},{},{:.6},{:.4},{:.3e},{m},{me},{:.6},{},{}",
             prompts[i].len(),
             c.agree,
             c.max_abs_diff,
@@ -305,7 +298,7 @@ fn main() {
     }
     if flag("--cpu") || flag("--all") {
         let mut csv = String::from(
-            "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,graph_vs_eager_max_abs_logit_diff,fused_vs_logits_head_match,verdict,disagreements\n",
+            "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,graph_vs_eager_max_abs_logit_diff,verdict,disagreements\n",
         );
         let models = value("--models").unwrap_or_else(|| "tiny,qwen3-0.6b".into());
         for model in models.split(',') {

@@ -8,11 +8,9 @@
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--no-pdl]
-//! [--keep-logits] [--split-k S] [--tune] [--profile] [--split-sweep]
-//! [--pdl-sweep] [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
+//! [--split-k S] [--tune] [--profile] [--split-sweep] [--pdl-sweep]
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
 //! - `--no-pdl`: no kernel is a programmatic dependent launch;
-//! - `--keep-logits`: the LM head writes logits and `argmax_rows` reads them,
-//!   instead of the argmax fused into the LM head;
 //! - `--split-k S`: the O and down products' K in S slices (1: never) instead
 //!   of the runner's rule;
 //! - `--tune`: every decode-attention kernel and split target (`tune.csv`);
@@ -215,9 +213,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.iter().any(|a| a == "--no-pdl") {
         r.set_use_pdl(false);
-    }
-    if args.iter().any(|a| a == "--keep-logits") {
-        r.set_keep_logits(true);
     }
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",

@@ -62,21 +62,19 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
 
 /// Step time with kernel groups left out (outputs are wrong; differences are
 /// what each group costs), with cuBLAS for every GEMM, without programmatic
-/// dependent launches, with q/k-norm + RoPE in its own kernel in decode
-/// steps, and with the logits written (cuBLAS LM head + `argmax_rows`). (In
-/// decode steps q/k-norm + RoPE is part of the attention group.)
+/// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
+/// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
 pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let (vocab, budget, date) = (run.vocab, run.budget, run.date);
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
     }
     let default = true;
-    let masks: [(&str, u32, bool); 11] = [
+    let masks: [(&str, u32, bool); 10] = [
         ("full", 0, default),
         ("full_cublas", 0, false),
         ("full_no_pdl", 0, default),
         ("full_unfused_rope", 0, default),
-        ("full_logits_head", 0, default),
         ("no_gemm", SKIP_GEMM, default),
         ("no_attention", SKIP_ATTENTION, default),
         ("no_elementwise", SKIP_ELEMENTWISE, default),
@@ -106,7 +104,6 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
             r.set_profile_skip(mask);
             r.set_use_pdl(variant != "full_no_pdl");
             r.set_fuse_rope(variant != "full_unfused_rope");
-            r.set_keep_logits(variant == "full_logits_head");
             let s = match case {
                 "decode1" => decode(r, 1, vocab, budget),
                 "decode16" => decode(r, 16, vocab, budget),
@@ -128,7 +125,6 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
     r.set_use_skinny_gemm(true);
     r.set_use_pdl(true);
     r.set_fuse_rope(true);
-    r.set_keep_logits(false);
     std::fs::write(run.out.join("profile.csv"), csv)?;
     Ok(())
 }

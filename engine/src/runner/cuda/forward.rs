@@ -315,6 +315,6 @@ impl CudaRunner {
                 SKIP_GEMM,
             )?;
         }
-        self.enqueue_head(lay, delta, pdl, decode_only)
+        self.enqueue_head(lay, delta, pdl)
     }
 }

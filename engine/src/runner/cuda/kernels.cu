@@ -223,6 +223,7 @@ extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restric
 __device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
     return v > bv || (v == bv && i < bi);
 }
+// The key folded into best[]: order-preserving bits of the value, then the lowest index.
 __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
     unsigned int bits = __float_as_uint(v);
     bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);

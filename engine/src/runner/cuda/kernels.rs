@@ -18,16 +18,6 @@ const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
 const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
-const LM_HEAD_ARGMAX_CU: &str = include_str!("lm_head_argmax.cu");
-
-/// Sampled rows `lm_head_argmax` takes at most (`LMH_MAX_ROWS` in lm_head_argmax.cu).
-pub(crate) const LM_HEAD_ARGMAX_MAX_ROWS: usize = 64;
-/// `lm_head_argmax` needs K (the hidden size) to be a multiple of this (its swizzle of X).
-pub(crate) const LM_HEAD_ARGMAX_K_MULTIPLE: usize = 64;
-/// Threads of an `lm_head_argmax` block (32 * `LMH_WARPS`).
-pub(crate) const LM_HEAD_ARGMAX_THREADS: u32 = 256;
-/// Static shared memory of `lm_head_argmax` (`lmh_best`: 8 warps x 64 rows x 8 bytes).
-const LM_HEAD_ARGMAX_STATIC_SMEM: usize = 8 * 64 * 8;
 
 /// Model shape baked into the kernels at compile time.
 #[derive(Debug, Clone, Copy)]
@@ -43,11 +33,6 @@ pub(crate) struct Kernels {
     pub qk_norm_rope_cache: CudaFunction,
     pub silu_mul: CudaFunction,
     pub argmax_rows: CudaFunction,
-    /// The LM head with the argmax fused: `lm_head_argmax[i]` takes up to
-    /// `8 << i` rows (head.rs).
-    pub lm_head_argmax: [CudaFunction; 4],
-    /// Dynamic shared memory `lm_head_argmax` may take (its staged rows of X).
-    pub lm_head_argmax_smem: u32,
     pub attn_prefill: CudaFunction,
     pub attn_decode: CudaFunction,
     pub attn_decode_block_w4u4: CudaFunction,
@@ -69,7 +54,7 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}\n{LM_HEAD_ARGMAX_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
@@ -152,25 +137,12 @@ impl Kernels {
         };
         let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
         let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
-        // Whatever the device lets a block opt into, less the kernel's static part.
-        let optin = ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .map_err(|e| dev_err("shared memory per block", e))?;
-        let lm_head_argmax_smem =
-            (optin.max(0) as usize).saturating_sub(LM_HEAD_ARGMAX_STATIC_SMEM) as u32;
         Ok(Self {
             prefill_smem,
             add_rmsnorm: f("add_rmsnorm")?,
             qk_norm_rope_cache: f("qk_norm_rope_cache")?,
             silu_mul: f("silu_mul")?,
             argmax_rows: f("argmax_rows")?,
-            lm_head_argmax: [
-                with_smem("lm_head_argmax_1", lm_head_argmax_smem)?,
-                with_smem("lm_head_argmax_2", lm_head_argmax_smem)?,
-                with_smem("lm_head_argmax_4", lm_head_argmax_smem)?,
-                with_smem("lm_head_argmax_8", lm_head_argmax_smem)?,
-            ],
-            lm_head_argmax_smem,
             attn_prefill,
             attn_decode: f("attn_decode")?,
             attn_decode_block_w4u4: f("attn_decode_block_w4u4")?,
@@ -196,12 +168,11 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 20] = [
+        let named: [(&'static str, &CudaFunction); 19] = [
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
             ("silu_mul", &self.silu_mul),
             ("argmax_rows", &self.argmax_rows),
-            ("lm_head_argmax_8", &self.lm_head_argmax[3]),
             ("attn_prefill", &self.attn_prefill),
             ("attn_decode", &self.attn_decode),
             ("attn_decode_block_w4u4", &self.attn_decode_block_w4u4),

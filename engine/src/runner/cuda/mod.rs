@@ -127,8 +127,6 @@ pub(crate) struct Workspace {
 #[derive(Debug, Clone, Copy, Default)]
 struct LastStep {
     num_sampled: usize,
-    /// Whether the step wrote its sampled rows' logits (head.rs).
-    logits_written: bool,
 }
 
 pub struct CudaRunner {
@@ -161,13 +159,6 @@ pub struct CudaRunner {
     decode_target_warps: usize,
     use_pdl: bool,
     fuse_rope: bool,
-    /// Write the sampled rows' logits (cuBLAS LM head + `argmax_rows`) instead
-    /// of fusing the argmax into the LM head (head.rs).
-    keep_logits: bool,
-    /// Most sampled rows the fused LM head takes for this model (head.rs).
-    fused_head_max_rows: usize,
-    /// Streaming multiprocessors: the fused LM head's grid.
-    num_sms: u32,
 }
 
 fn workspace(
@@ -238,14 +229,6 @@ impl CudaRunner {
         };
         let kernels = Kernels::compile(&ctx, shape)?;
         let gemm = Gemm::new(&ctx, &stream)?;
-        let num_sms = ctx
-            .attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )
-            .map_err(|e| dev_err("multiprocessor count", e))?
-            .max(1) as u32;
-        let fused_head_max_rows =
-            head::fused_head_max_rows(cfg.hidden_size, kernels.lm_head_argmax_smem as usize);
         let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
 
         let max_seqs = rc.max_num_seqs;
@@ -332,9 +315,6 @@ impl CudaRunner {
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
             fuse_rope: true,
-            keep_logits: false,
-            fused_head_max_rows,
-            num_sms,
         })
     }
 
@@ -413,14 +393,6 @@ impl CudaRunner {
     /// KV-cache write (default on; off runs `qk_norm_rope_cache` first).
     pub fn set_fuse_rope(&mut self, on: bool) {
         self.fuse_rope = on;
-        self.graphs.clear();
-    }
-
-    /// Keep the logits of the sampled rows for [`CudaRunner::last_logits`]
-    /// (default off: up to 64 sampled rows, the argmax is fused into the LM
-    /// head and no logits are written).
-    pub fn set_keep_logits(&mut self, on: bool) {
-        self.keep_logits = on;
         self.graphs.clear();
     }
 

@@ -85,15 +85,8 @@ impl CudaRunner {
 
     /// Logits (fp32, `[vocab]` each) of the sequences that sampled in the last
     /// step, in batch order. Copies from the device: not for the hot path.
-    /// An error when that step fused the argmax into the LM head and wrote no
-    /// logits ([`CudaRunner::set_keep_logits`]).
     pub fn last_logits(&self) -> Result<Vec<Vec<f32>>, RunnerError> {
         let (n, v) = (self.last.num_sampled, self.cfg.vocab_size);
-        if !self.last.logits_written {
-            return Err(RunnerError::Model(format!(
-                "the last step sampled {n} rows with the argmax fused into the LM head and kept no logits: call set_keep_logits(true) before the step"
-            )));
-        }
         let mut host = vec![0f32; n * v];
         copy_dtoh_async(&mut host, self.ws.logits.ptr, &self.stream)?;
         device::sync(&self.stream)?;
@@ -141,7 +134,6 @@ impl CudaRunner {
         let n_real = batch.seqs.iter().filter(|s| s.samples).count();
         self.last = LastStep {
             num_sampled: n_real,
-            logits_written: !self.fused_head_for(lay.num_sampled),
         };
         if n_real == 0 {
             device::sync(&self.stream)?;
