@@ -1,5 +1,5 @@
 //! The fit on the grid measured on the H200 (results/h200/calibration_samples.csv,
-//! 2026-11-30, sixth session): the committed measurements, refitted by the current code.
+//! 2026-11-30, seventh session): the committed measurements, refitted by the current code.
 
 use calibration::{fit, samples_from_csv, Grid, Provenance, Sample};
 use sim::{GpuSpec, ModelShape};
@@ -53,18 +53,18 @@ fn refit_of_the_h200_grid_is_accurate_and_its_curves_never_fall() {
         "held-out median {:.2} %, p90 {:.2} %",
         p.provenance.holdout_error_pct_median, p.provenance.holdout_error_pct_p90
     );
-    // These points (sixth session, engine 87b6cab, 13:40 UTC) score 6.2 % and
-    // 17.1 %. Three held-out points make the p90: a 64-token prefill alone and
-    // beside one decode (25 % and 33 % over the fit) and 24 decodes at context
-    // 3,000 (19 %). The two eager steps are host-bound: their launches take
-    // longer than their GPU work, and the lent machines differ there (the same
-    // 64-token prefill took 1.42 ms at 08:18, 1.87 at 13:32 and 2.31 at
-    // 13:40), which no GPU cost term follows. The second session's points
-    // (engine a72c202, a faster host) scored 6.0 % and 10.9 %; the first
-    // session's 3.9 % and 9.0 %. Validation on real runs with this profile:
-    // every step priced within 0.9 % median, 2.5 % p90 (results/h200/VALIDATION.md).
-    assert!(p.provenance.holdout_error_pct_median < 6.5);
-    assert!(p.provenance.holdout_error_pct_p90 < 17.5);
+    // These points (seventh session, engine 0968513, 15:03 UTC) score 5.5 % and
+    // 12.0 %. The p90 comes from host-bound eager steps: a 64-token prefill
+    // beside one decode (18 % over the fit) and 24 decodes at context 3,000
+    // (17 %). Their launches take longer than their GPU work, and the lent
+    // machines differ there (a 64-token prefill alone took 1.42 ms at 08:18,
+    // 1.87 at 13:32, 2.31 at 13:40 and 1.45 at 15:03), which no GPU cost term
+    // follows. The sixth session's points scored 6.2 % and 17.1 %, the second
+    // session's 6.0 % and 10.9 %, the first session's 3.9 % and 9.0 %.
+    // Validation on real runs with this profile: every step priced within
+    // 1.6 % median, 3.1 % p90 (results/h200/VALIDATION.md).
+    assert!(p.provenance.holdout_error_pct_median < 6.0);
+    assert!(p.provenance.holdout_error_pct_p90 < 13.0);
     for curve in [&p.dense, &p.lm_head] {
         for w in curve.windows(2) {
             assert!(w[1].seconds >= w[0].seconds, "{curve:?}");
