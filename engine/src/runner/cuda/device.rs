@@ -259,3 +259,66 @@ pub(crate) fn mem_info(ctx: &Arc<CudaContext>) -> Result<(usize, usize), RunnerE
 pub(crate) fn sync(stream: &CudaStream) -> Result<(), RunnerError> {
     stream.synchronize().map_err(|e| dev_err("synchronize", e))
 }
+
+/// How a stream's kernels treat L2 lines of one address range (CUDA's access-policy window).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum L2Policy {
+    /// Kept in the L2 set-aside for persisting accesses (`hit_ratio` of the range's lines).
+    Persisting { hit_ratio: f32 },
+    /// Evicted first.
+    Streaming,
+}
+
+/// Sets the access-policy window of `stream`'s later kernels (kernel nodes, when captured) to
+/// `bytes` from `base` under `policy`, or clears it with `bytes` 0.
+pub(crate) fn set_l2_window(
+    stream: &CudaStream,
+    base: u64,
+    bytes: usize,
+    policy: L2Policy,
+) -> Result<(), RunnerError> {
+    use cudarc::driver::sys;
+    let (hit_ratio, hit_prop) = match policy {
+        L2Policy::Persisting { hit_ratio } => (
+            hit_ratio.clamp(0.0, 1.0),
+            sys::CUaccessProperty::CU_ACCESS_PROPERTY_PERSISTING,
+        ),
+        L2Policy::Streaming => (1.0, sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING),
+    };
+    let mut value: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+    value.accessPolicyWindow = sys::CUaccessPolicyWindow {
+        base_ptr: base as *mut std::ffi::c_void,
+        num_bytes: bytes,
+        hitRatio: if bytes == 0 { 0.0 } else { hit_ratio },
+        hitProp: hit_prop,
+        missProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
+    };
+    unsafe {
+        sys::cuStreamSetAttribute(
+            stream.cu_stream(),
+            sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+            &value,
+        )
+    }
+    .result()
+    .map_err(|e| dev_err("stream access-policy window", e))
+}
+
+/// Sets aside `bytes` of L2 for persisting accesses; returns what the device allows at most.
+pub(crate) fn set_aside_persisting_l2(
+    ctx: &Arc<CudaContext>,
+    bytes: usize,
+) -> Result<usize, RunnerError> {
+    use cudarc::driver::sys;
+    let most = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE)
+        .map_err(|e| dev_err("persisting L2 size", e))?
+        .max(0) as usize;
+    let bytes = bytes.min(most);
+    ctx.bind_to_thread()
+        .map_err(|e| dev_err("bind context", e))?;
+    unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, bytes) }
+        .result()
+        .map_err(|e| dev_err("persisting L2 limit", e))?;
+    Ok(bytes)
+}
