@@ -214,9 +214,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--no-pdl") {
         r.set_use_pdl(false);
     }
-    if args.iter().any(|a| a == "--logits-l2") {
-        r.set_logits_in_l2(true)?;
-    }
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
         r.device_name(),

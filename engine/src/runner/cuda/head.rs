@@ -5,7 +5,7 @@
 //! to the lowest index). Fusing the argmax into the LM head was measured
 //! slower (results/h200/fused_head.txt).
 
-use super::device::{launch_ex, set_l2_window, Arg, L2Policy};
+use super::device::{launch_ex, Arg};
 use super::forward::NormArgs;
 use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
@@ -48,19 +48,6 @@ impl CudaRunner {
         if self.profile_skip & SKIP_HEAD != 0 {
             return Ok(());
         }
-        // The logits as an L2 window: persisting while the LM head writes them, streaming
-        // while the argmax reads them (so they leave L2 after), then no window.
-        let window = (self.logits_in_l2 && self.l2_persisting_bytes > 0 && self.l2_max_window > 0)
-            .then(|| (ns * c.vocab_size * 4).min(self.l2_max_window));
-        if let Some(bytes) = window {
-            let hit_ratio = (self.l2_persisting_bytes as f64 / bytes as f64).min(1.0) as f32;
-            set_l2_window(
-                &self.stream,
-                ws.logits.ptr,
-                bytes,
-                L2Policy::Persisting { hit_ratio },
-            )?;
-        }
         self.linear(
             pdl,
             false,
@@ -75,9 +62,6 @@ impl CudaRunner {
             },
             SKIP_HEAD,
         )?;
-        if let Some(bytes) = window {
-            set_l2_window(&self.stream, ws.logits.ptr, bytes, L2Policy::Streaming)?;
-        }
         launch_ex(
             &self.stream,
             &self.kernels.argmax_rows,
@@ -91,10 +75,6 @@ impl CudaRunner {
                 Arg::I32(c.vocab_size as i32),
             ],
             pdl,
-        )?;
-        if window.is_some() {
-            set_l2_window(&self.stream, 0, 0, L2Policy::Streaming)?;
-        }
-        Ok(())
+        )
     }
 }

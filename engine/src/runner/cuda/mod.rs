@@ -159,11 +159,6 @@ pub struct CudaRunner {
     decode_target_warps: usize,
     use_pdl: bool,
     fuse_rope: bool,
-    /// Keep the LM head's logits in L2 for the argmax (head.rs): the bytes
-    /// set aside for persisting lines and the largest window, once enabled.
-    logits_in_l2: bool,
-    l2_persisting_bytes: usize,
-    l2_max_window: usize,
 }
 
 fn workspace(
@@ -320,9 +315,6 @@ impl CudaRunner {
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
             fuse_rope: true,
-            logits_in_l2: false,
-            l2_persisting_bytes: 0,
-            l2_max_window: 0,
         })
     }
 
@@ -402,25 +394,6 @@ impl CudaRunner {
     pub fn set_fuse_rope(&mut self, on: bool) {
         self.fuse_rope = on;
         self.graphs.clear();
-    }
-
-    /// Keep the LM head's fp32 logits in L2 for the argmax that reads them
-    /// (an access-policy window marks them persisting for the LM head and
-    /// streaming for the argmax), instead of letting them go to DRAM and back.
-    pub fn set_logits_in_l2(&mut self, on: bool) -> Result<(), RunnerError> {
-        if on && self.l2_persisting_bytes == 0 {
-            self.l2_persisting_bytes = device::set_aside_persisting_l2(&self._ctx, usize::MAX)?;
-            self.l2_max_window = self
-                ._ctx
-                .attribute(
-                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE,
-                )
-                .map_err(|e| dev_err("access-policy window size", e))?
-                .max(0) as usize;
-        }
-        self.logits_in_l2 = on;
-        self.graphs.clear();
-        Ok(())
     }
 
     /// The decode attention kernel setting and split target in use.
