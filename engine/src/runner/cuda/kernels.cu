@@ -57,20 +57,34 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // when write_resid and there is a d, resid[r] = v. With tokens (the first layer), v is instead
 // the embedding row embed[tokens[r]], and resid[r] = v starts the residual stream (this saves
 // the step a kernel of its own). out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
-// hidden % 4 == 0, part_stride % 4 == 0 and hidden <= 16 * blockDim.x: each thread keeps up to 4
-// float4 chunks.
+// hidden % 4 == 0, part_stride % 4 == 0, nparts <= NORM_MAX_PARTS and hidden <= 16 * blockDim.x:
+// each thread keeps up to 4 float4 chunks.
+//
+// Latency, not bandwidth, is what this kernel costs (64 rows of 1,024 at batch 64), so every
+// load is issued before the first use of any, and the sums keep their order: the norm weight
+// before the PDL wait, since it does not depend on the previous kernel (on the H200 batch 1
+// went from 1.017-1.032 to 1.008-1.012 ms a step, results/h200/norm_ab.txt), and all partials
+// at once rather than each as the loop reached it (no change measured at batch 64).
+#define NORM_MAX_PARTS 8
 extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,
                                        const float* __restrict__ parts, int nparts, long long part_stride,
                                        const bf16* __restrict__ w, bf16* __restrict__ out,
                                        const int* __restrict__ rows, int hidden, float eps, int write_resid,
                                        const bf16* __restrict__ embed, const int* __restrict__ tokens) {
-    PDL_ENTER();
     __shared__ float scratch[32];
+    const int chunks = hidden / 4;
+    const uint2* w2 = reinterpret_cast<const uint2*>(w);
+    uint2 wr[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int ci = threadIdx.x + c * blockDim.x;
+        if (ci < chunks) wr[c] = w2[ci];
+    }
+    PDL_ENTER();
     const int t = blockIdx.x;
     const long long r = rows ? rows[t] : t;
     float4* res = reinterpret_cast<float4*>(resid + r * hidden);
     const uint2* del = delta ? reinterpret_cast<const uint2*>(delta + r * hidden) : nullptr;
-    const int chunks = hidden / 4;
     float4 v[4];
     float ss = 0.0f;
 #pragma unroll
@@ -88,10 +102,16 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
                 if (parts) {
                     // The partials are summed first, as one GEMM's output would be, then added.
                     const float4* p = reinterpret_cast<const float4*>(parts + r * hidden) + ci;
-                    float4 d = p[0];
-                    for (int j = 1; j < nparts; j++) {
-                        const float4 e = p[j * (part_stride / 4)];
-                        d.x += e.x; d.y += e.y; d.z += e.z; d.w += e.w;
+                    float4 e[NORM_MAX_PARTS];
+#pragma unroll
+                    for (int j = 0; j < NORM_MAX_PARTS; j++)
+                        if (j < nparts) e[j] = p[j * (part_stride / 4)];
+                    float4 d = e[0];
+#pragma unroll
+                    for (int j = 1; j < NORM_MAX_PARTS; j++) {
+                        if (j < nparts) {
+                            d.x += e[j].x; d.y += e[j].y; d.z += e[j].z; d.w += e[j].w;
+                        }
                     }
                     x.x += d.x; x.y += d.y; x.z += d.z; x.w += d.w;
                 } else if (del) {
@@ -108,14 +128,12 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
     }
     const float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
     uint2* o = reinterpret_cast<uint2*>(out + (long long)t * hidden);
-    const uint2* w2 = reinterpret_cast<const uint2*>(w);
 #pragma unroll
     for (int c = 0; c < 4; c++) {
         const int ci = threadIdx.x + c * blockDim.x;
         if (ci < chunks) {
-            uint2 wr = w2[ci];
-            float2 wa = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr.x));
-            float2 wb = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr.y));
+            float2 wa = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr[c].x));
+            float2 wb = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr[c].y));
             bf162 lo = __floats2bfloat162_rn(v[c].x * inv * wa.x, v[c].y * inv * wa.y);
             bf162 hi = __floats2bfloat162_rn(v[c].z * inv * wb.x, v[c].w * inv * wb.y);
             uint2 packed;

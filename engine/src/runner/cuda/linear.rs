@@ -38,6 +38,9 @@ pub(crate) fn skinny_wins(m: usize, n: usize, k: usize) -> bool {
 /// Most slices of K a residual product is split into (also the most
 /// [`CudaRunner::set_split_k`] takes).
 pub const SPLIT_K_MAX: usize = 8;
+/// Most partials `add_rmsnorm` adds up (`NORM_MAX_PARTS` in kernels.cu).
+const NORM_MAX_PARTS: usize = 8;
+const _: () = assert!(SPLIT_K_MAX <= NORM_MAX_PARTS);
 /// Most rows a residual product is split for; the partials' buffer holds
 /// `SPLIT_K_MAX` fp32 matrices of this many (padded) rows.
 pub(crate) const SPLIT_K_MAX_ROWS: usize = 256;
