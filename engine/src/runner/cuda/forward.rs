@@ -33,10 +33,54 @@ pub(crate) struct NormArgs<'a> {
     pub write_resid: bool,
 }
 
+/// The arguments of one `add_rmsnorm` launch in the kernel's parameter order
+/// (kernels.cu); device addresses are 0 where absent. The runner and the
+/// kernel self-tests both launch through it.
+pub(crate) struct NormParams {
+    pub resid: u64,
+    pub delta: Delta,
+    pub weight: u64,
+    pub out: u64,
+    /// Residual row of each output row, or 0: row t is residual row t.
+    pub rows: u64,
+    pub hidden: usize,
+    pub eps: f32,
+    pub write_resid: bool,
+    /// With `tokens`, the rows start from these embeddings instead of `resid + delta`.
+    pub embed: u64,
+    pub tokens: u64,
+}
+
+impl NormParams {
+    pub fn args(&self) -> [Arg; 13] {
+        let [d0, d1, d2, d3] = self.delta.args();
+        [
+            Arg::Ptr(self.resid),
+            d0,
+            d1,
+            d2,
+            d3,
+            Arg::Ptr(self.weight),
+            Arg::Ptr(self.out),
+            Arg::Ptr(self.rows),
+            Arg::I32(self.hidden as i32),
+            Arg::F32(self.eps),
+            Arg::I32(self.write_resid as i32),
+            Arg::Ptr(self.embed),
+            Arg::Ptr(self.tokens),
+        ]
+    }
+}
+
 impl CudaRunner {
+    /// The device address of offset `off` (in i32s) of the step metadata.
+    pub(crate) fn meta_ptr(&self, off: usize) -> u64 {
+        self.ws.meta.ptr + 4 * off as u64
+    }
+
     /// Launches unless `group` is masked off for profiling.
     #[allow(clippy::too_many_arguments)]
-    fn launch_in(
+    pub(crate) fn launch_in(
         &self,
         pdl: bool,
         group: u32,
@@ -61,13 +105,18 @@ impl CudaRunner {
         group: u32,
         a: &NormArgs,
     ) -> Result<(), RunnerError> {
-        let meta =
-            |off: Option<usize>| Arg::Ptr(off.map_or(0, |o| self.ws.meta.ptr + 4 * o as u64));
-        let [d0, d1, d2, d3] = a.delta.args();
-        let embed = if a.embed_tokens.is_some() {
-            self.weights.embed.ptr
-        } else {
-            0
+        let meta = |off: Option<usize>| off.map_or(0, |o| self.meta_ptr(o));
+        let params = NormParams {
+            resid: self.ws.resid.ptr,
+            delta: a.delta,
+            weight: a.weight,
+            out: a.out,
+            rows: meta(a.rows),
+            hidden: self.cfg.hidden_size,
+            eps: self.cfg.rms_norm_eps as f32,
+            write_resid: a.write_resid,
+            embed: a.embed_tokens.map_or(0, |_| self.weights.embed.ptr),
+            tokens: meta(a.embed_tokens),
         };
         self.launch_in(
             pdl,
@@ -77,21 +126,7 @@ impl CudaRunner {
             (a.n_rows as u32, 1, 1),
             256,
             0,
-            &[
-                Arg::Ptr(self.ws.resid.ptr),
-                d0,
-                d1,
-                d2,
-                d3,
-                Arg::Ptr(a.weight),
-                Arg::Ptr(a.out),
-                meta(a.rows),
-                Arg::I32(self.cfg.hidden_size as i32),
-                Arg::F32(self.cfg.rms_norm_eps as f32),
-                Arg::I32(a.write_resid as i32),
-                Arg::Ptr(embed),
-                meta(a.embed_tokens),
-            ],
+            &params.args(),
         )
     }
 
@@ -113,7 +148,7 @@ impl CudaRunner {
         let qkv_dim = (nq + 2 * nkv) * d;
         let inter = c.intermediate_size;
         let eps = c.rms_norm_eps as f32;
-        let m = |off: usize| Arg::Ptr(ws.meta.ptr + 4 * off as u64);
+        let m = |off: usize| Arg::Ptr(self.meta_ptr(off));
         let scale_log2 = (1.0 / (d as f64).sqrt() * std::f64::consts::LOG2_E) as f32;
         // Programmatic dependent launches only in decode-only steps of up to
         // PDL_MAX_DECODES sequences: measured on the H200 they save 0.07 ms per

@@ -5,7 +5,7 @@
 //! to the lowest index). Fusing the argmax into the LM head was measured
 //! slower (results/h200/fused_head.txt).
 
-use super::device::{launch_ex, Arg};
+use super::device::Arg;
 use super::forward::NormArgs;
 use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
@@ -45,9 +45,6 @@ impl CudaRunner {
                 write_resid: false,
             },
         )?;
-        if self.profile_skip & SKIP_HEAD != 0 {
-            return Ok(());
-        }
         self.linear(
             pdl,
             false,
@@ -62,8 +59,9 @@ impl CudaRunner {
             },
             SKIP_HEAD,
         )?;
-        launch_ex(
-            &self.stream,
+        self.launch_in(
+            pdl,
+            SKIP_HEAD,
             &self.kernels.argmax_rows,
             "argmax_rows",
             (c.vocab_size.div_ceil(ARGMAX_CHUNK) as u32, ns as u32, 1),
@@ -71,10 +69,9 @@ impl CudaRunner {
             0,
             &[
                 Arg::Ptr(ws.logits.ptr),
-                Arg::Ptr(ws.meta.ptr + 4 * lay.argmax as u64),
+                Arg::Ptr(self.meta_ptr(lay.argmax)),
                 Arg::I32(c.vocab_size as i32),
             ],
-            pdl,
         )
     }
 }

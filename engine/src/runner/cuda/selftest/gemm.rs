@@ -2,9 +2,10 @@
 //! against host products in f64.
 
 use super::{compare, rounded, Ctx, KernelCheck};
-use crate::runner::cuda::device::{self, launch, Arg, DeviceBuffer};
+use crate::runner::cuda::device::{self, launch, DeviceBuffer};
+use crate::runner::cuda::forward::NormParams;
 use crate::runner::cuda::gemm::{Gemm, GemmArgs, OutType};
-use crate::runner::cuda::linear::skinny_gemm;
+use crate::runner::cuda::linear::{skinny_gemm, Delta};
 use crate::runner::RunnerError;
 
 pub(super) fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
@@ -120,21 +121,24 @@ pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError
         (m as u32, 1, 1),
         256,
         0,
-        &[
-            Arg::Ptr(rd.ptr),
-            Arg::Ptr(0),
-            Arg::Ptr(parts.ptr),
-            Arg::I32(splits as i32),
-            Arg::I64((rows * n) as i64),
-            Arg::Ptr(gd.ptr),
-            Arg::Ptr(out.ptr),
-            Arg::Ptr(0),
-            Arg::I32(n as i32),
-            Arg::F32(1e-6),
-            Arg::I32(1),
-            Arg::Ptr(0),
-            Arg::Ptr(0),
-        ],
+        &NormParams {
+            resid: rd.ptr,
+            delta: Delta {
+                bf16: 0,
+                parts: parts.ptr,
+                nparts: splits,
+                part_stride: rows * n,
+            },
+            weight: gd.ptr,
+            out: out.ptr,
+            rows: 0,
+            hidden: n,
+            eps: 1e-6,
+            write_resid: true,
+            embed: 0,
+            tokens: 0,
+        }
+        .args(),
     )?;
     let mut got = c.down_bf16(&out, m * n)?;
     got.extend(c.down::<f32>(&rd, m * n)?);

@@ -6,6 +6,8 @@
 use super::device::{self, launch, Arg, DeviceBuffer};
 use super::kernels::{KernelShape, Kernels};
 use super::meta::argmax_index;
+use crate::runner::cuda::forward::NormParams;
+use crate::runner::cuda::linear::Delta;
 use crate::runner::cuda::DecodeKernel;
 use crate::runner::RunnerError;
 use cudarc::driver::{CudaContext, CudaStream};
@@ -218,21 +220,19 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         (2, 1, 1),
         256,
         (h * 4) as u32,
-        &[
-            Arg::Ptr(rd.ptr),
-            Arg::Ptr(dd.ptr),
-            Arg::Ptr(0),
-            Arg::I32(0),
-            Arg::I64(0),
-            Arg::Ptr(wd.ptr),
-            Arg::Ptr(od.ptr),
-            Arg::Ptr(seld.ptr),
-            Arg::I32(h as i32),
-            Arg::F32(1e-6),
-            Arg::I32(1),
-            Arg::Ptr(0),
-            Arg::Ptr(0),
-        ],
+        &NormParams {
+            resid: rd.ptr,
+            delta: Delta::bf16(dd.ptr),
+            weight: wd.ptr,
+            out: od.ptr,
+            rows: seld.ptr,
+            hidden: h,
+            eps: 1e-6,
+            write_resid: true,
+            embed: 0,
+            tokens: 0,
+        }
+        .args(),
     )?;
     let got = c.down_bf16(&od, 2 * h)?;
     let new_resid: Vec<f32> = c.down(&rd, rows * h)?;
@@ -353,21 +353,19 @@ fn check_embed_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         (3, 1, 1),
         256,
         0,
-        &[
-            Arg::Ptr(rd.ptr),
-            Arg::Ptr(0),
-            Arg::Ptr(0),
-            Arg::I32(0),
-            Arg::I64(0),
-            Arg::Ptr(wd.ptr),
-            Arg::Ptr(od.ptr),
-            Arg::Ptr(0),
-            Arg::I32(h as i32),
-            Arg::F32(1e-6),
-            Arg::I32(1),
-            Arg::Ptr(ed.ptr),
-            Arg::Ptr(td.ptr),
-        ],
+        &NormParams {
+            resid: rd.ptr,
+            delta: Delta::NONE,
+            weight: wd.ptr,
+            out: od.ptr,
+            rows: 0,
+            hidden: h,
+            eps: 1e-6,
+            write_resid: true,
+            embed: ed.ptr,
+            tokens: td.ptr,
+        }
+        .args(),
     )?;
     let got = c.down_bf16(&od, 3 * h)?;
     let resid: Vec<f32> = c.down(&rd, 3 * h)?;
