@@ -8,7 +8,6 @@ use super::kernels::{KernelShape, Kernels};
 use super::meta::argmax_index;
 use crate::runner::cuda::forward::NormParams;
 use crate::runner::cuda::linear::Delta;
-use crate::runner::cuda::DecodeKernel;
 use crate::runner::RunnerError;
 use cudarc::driver::{CudaContext, CudaStream};
 use half::bf16;
@@ -21,7 +20,7 @@ mod fused_rope;
 mod gemm;
 mod paged;
 mod rope;
-use attention::check_attention;
+use attention::{check_attention, DECODE_CHECKS};
 use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_skinny, check_split_k_norm};
 use rope::check_rope;
@@ -137,8 +136,9 @@ pub fn kernel_self_test(
             return out;
         }
     };
+    type CheckFn = Box<dyn Fn(&mut Ctx) -> Result<KernelCheck, RunnerError>>;
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 21] = [
+    let checks: [(&str, Check); 8] = [
         ("gemm", check_gemm),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -146,57 +146,51 @@ pub fn kernel_self_test(
         ("silu_mul", check_silu),
         ("argmax_rows", check_argmax),
         ("qk_norm_rope_cache", check_rope),
-        ("attn_prefill+decode(nsplit=1)", |c| {
-            check_attention(c, 1, DecodeKernel::Prefetch8)
-        }),
-        ("attn_prefill+decode(nsplit=7)", |c| {
-            check_attention(c, 7, DecodeKernel::Prefetch8)
-        }),
-        ("attn_prefill+decode_block_w4u4(nsplit=1)", |c| {
-            check_attention(c, 1, DecodeKernel::BlockW4U4)
-        }),
-        ("attn_prefill+decode_block_w8u4(nsplit=3)", |c| {
-            check_attention(c, 3, DecodeKernel::BlockW8U4)
-        }),
-        ("attn_prefill+decode_heads_u4(nsplit=1)", |c| {
-            check_attention(c, 1, DecodeKernel::HeadsU4)
-        }),
-        ("attn_prefill+decode_heads_u4(nsplit=5)", |c| {
-            check_attention(c, 5, DecodeKernel::HeadsU4)
-        }),
-        ("attn_prefill+decode_mma_w4s3(nsplit=1)", |c| {
-            check_attention(c, 1, DecodeKernel::MmaW4S3)
-        }),
-        ("attn_decode_mma_w4s3 fused rope (nsplit=1)", |c| {
-            check_fused_rope(c, 1, DecodeKernel::MmaW4S3)
-        }),
-        ("attn_prefill+decode_mma_w4s3(nsplit=3)", |c| {
-            check_attention(c, 3, DecodeKernel::MmaW4S3)
-        }),
-        ("attn_decode_mma_w4s3 fused rope (nsplit=2)", |c| {
-            check_fused_rope(c, 2, DecodeKernel::MmaW4S3)
-        }),
-        ("attn_decode_block_w4u4 fused rope (nsplit=1)", |c| {
-            check_fused_rope(c, 1, DecodeKernel::BlockW4U4)
-        }),
-        ("attn_decode_block_w8u4 fused rope (nsplit=3)", |c| {
-            check_fused_rope(c, 3, DecodeKernel::BlockW8U4)
-        }),
-        ("attn_decode_heads_u4 fused rope (nsplit=4)", |c| {
-            check_fused_rope(c, 4, DecodeKernel::HeadsU4)
-        }),
         ("add_rmsnorm from embeddings", check_embed_norm),
     ];
+    // Every decode attention kernel behind the prefill kernel, and those that
+    // fuse q/k-norm + RoPE with it fused, each with and without splits.
+    let checks: Vec<(String, CheckFn)> = checks
+        .into_iter()
+        .map(|(name, f)| (name.to_string(), Box::new(f) as CheckFn))
+        .chain(
+            DECODE_CHECKS
+                .into_iter()
+                .filter(|(kernel, ..)| {
+                    let KernelShape {
+                        head_dim,
+                        num_q_heads,
+                        num_kv_heads,
+                    } = c.shape;
+                    kernel.supports(head_dim, num_q_heads / num_kv_heads, num_kv_heads)
+                        && (c.k.bulk_copies || kernel.runs_anywhere())
+                })
+                .map(|(kernel, nsplit, fused)| {
+                    let name = format!(
+                        "decode {kernel:?} {}(nsplit={nsplit})",
+                        if fused { "fused rope " } else { "" }
+                    );
+                    let f = move |c: &mut Ctx| {
+                        if fused {
+                            check_fused_rope(c, nsplit, kernel)
+                        } else {
+                            check_attention(c, nsplit, kernel)
+                        }
+                    };
+                    (name, Box::new(f) as CheckFn)
+                }),
+        )
+        .collect();
     for (name, f) in checks {
         let r = f(&mut c).unwrap_or_else(|e| KernelCheck {
-            name: name.into(),
+            name: String::new(),
             max_abs_err: f64::NAN,
             rel_l2_err: f64::NAN,
             pass: false,
             note: format!("error: {e}"),
         });
         out.push(KernelCheck {
-            name: format!("{} [{tag}]", r.name),
+            name: format!("{name} [{tag}]"),
             ..r
         });
     }
