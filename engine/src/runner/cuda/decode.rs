@@ -24,13 +24,6 @@ pub enum DecodeKernel {
     /// than the block kernels on the H200 at every batch size measured (results/h200/NOTES.md),
     /// so only `--tune` and the self-tests run it.
     MmaW4S3,
-    /// Tensor cores fed by bulk copies (sm_90): a block of 1 or 2 warps per
-    /// unit, each warp with a ring of 4, 2 or 3 stages of 16 keys in shared
-    /// memory (decode_ring_attention.cu).
-    RingW1S4,
-    RingW2S2,
-    RingW2S3,
-    RingW4S1,
 }
 
 /// Dynamic shared memory of the tensor-core decode kernels (`DM_SMEM_BYTES` in
@@ -39,56 +32,6 @@ pub enum DecodeKernel {
 pub(crate) fn mma_smem_bytes(head_dim: usize, warps: usize, stages: usize) -> u32 {
     let row = (head_dim + 8) * 2;
     (warps * stages * 2 * 16 * row + 18 * row) as u32
-}
-
-/// Dynamic shared memory of the ring decode kernels (`DR_SMEM_BYTES` in
-/// decode_ring_attention.cu): 1 KB to align the ring; per warp, `stages`
-/// stages of 16 K and 16 V rows of `head_dim` bf16; then 10 rows of
-/// `head_dim + 8` bf16 (query tile and the new key).
-pub(crate) fn ring_smem_bytes(head_dim: usize, warps: usize, stages: usize) -> u32 {
-    (1024 + warps * stages * 2 * 16 * head_dim * 2 + 10 * (head_dim + 8) * 2) as u32
-}
-
-/// The tensor maps of one layer's K and V caches for the ring kernels: the
-/// cache as [slot][KV head][dim] bf16, read in boxes of 16 slots of one head
-/// and 64 dims, 128-byte swizzled (`dr_fill` in decode_ring_attention.cu).
-pub(crate) fn ring_tensor_maps(
-    k_cache: u64,
-    v_cache: u64,
-    num_slots: usize,
-    num_kv_heads: usize,
-    head_dim: usize,
-) -> Result<[Arg; 2], RunnerError> {
-    use cudarc::driver::sys;
-    let encode = |base: u64| {
-        let dims = [head_dim as u64, num_kv_heads as u64, num_slots as u64];
-        let strides = [(head_dim * 2) as u64, (num_kv_heads * head_dim * 2) as u64];
-        let boxes = [64u32, 1, 16];
-        let elem = [1u32; 3];
-        // SAFETY: an all-zero tensor map is plain data, filled in by the call.
-        let mut map: sys::CUtensorMap = unsafe { std::mem::zeroed() };
-        // SAFETY: the arrays hold `rank` (3) entries, `rank - 1` for the strides.
-        unsafe {
-            sys::cuTensorMapEncodeTiled(
-                &mut map,
-                sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                3,
-                base as *mut std::ffi::c_void,
-                dims.as_ptr(),
-                strides.as_ptr(),
-                boxes.as_ptr(),
-                elem.as_ptr(),
-                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-            )
-            .result()
-        }
-        .map_err(|e| super::device::dev_err("encoding the KV cache's tensor map", e))?;
-        Ok::<_, RunnerError>(Arg::TensorMap(map.opaque))
-    };
-    Ok([encode(k_cache)?, encode(v_cache)?])
 }
 
 /// How a kernel maps units of work onto blocks.
@@ -103,67 +46,13 @@ enum Layout {
 }
 
 impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 9] = [
+    pub const ALL: [DecodeKernel; 5] = [
         DecodeKernel::Prefetch8,
         DecodeKernel::BlockW4U4,
         DecodeKernel::BlockW8U4,
         DecodeKernel::HeadsU4,
         DecodeKernel::MmaW4S3,
-        DecodeKernel::RingW1S4,
-        DecodeKernel::RingW2S2,
-        DecodeKernel::RingW2S3,
-        DecodeKernel::RingW4S1,
     ];
-
-    /// The ring kernels, in the order of `Kernels::attn_decode_ring`.
-    pub const RING: [DecodeKernel; 4] = [
-        DecodeKernel::RingW1S4,
-        DecodeKernel::RingW2S2,
-        DecodeKernel::RingW2S3,
-        DecodeKernel::RingW4S1,
-    ];
-
-    /// (warps, stages) of a ring kernel; `None` for the others.
-    fn ring_shape(self) -> Option<(usize, usize)> {
-        match self {
-            DecodeKernel::RingW1S4 => Some((1, 4)),
-            DecodeKernel::RingW2S2 => Some((2, 2)),
-            DecodeKernel::RingW2S3 => Some((2, 3)),
-            DecodeKernel::RingW4S1 => Some((4, 1)),
-            _ => None,
-        }
-    }
-
-    /// The CUDA entry name of a ring kernel (its fused-RoPE twin adds `_rope`).
-    pub(crate) fn ring_name(self) -> Option<&'static str> {
-        match self {
-            DecodeKernel::RingW1S4 => Some("attn_decode_ring_w1s4"),
-            DecodeKernel::RingW2S2 => Some("attn_decode_ring_w2s2"),
-            DecodeKernel::RingW2S3 => Some("attn_decode_ring_w2s3"),
-            DecodeKernel::RingW4S1 => Some("attn_decode_ring_w4s1"),
-            _ => None,
-        }
-    }
-
-    /// Whether the kernel runs on a device without bulk copies (before sm_90)
-    /// and with KV blocks of any size (the ring kernels copy 16-slot boxes
-    /// of one KV block, so they need `block_size` a multiple of 16).
-    pub fn runs_anywhere(self) -> bool {
-        self.ring_shape().is_none()
-    }
-
-    /// Warps' worth of cache streaming one unit counts for in the split rule
-    /// (`step::split_count`, whose target counts the register kernels' warps,
-    /// each with its own loads in flight). A ring block keeps whole tiles in
-    /// flight and counts as the 4-warp block kernel, so that batch 64 runs
-    /// unsplit as with `BlockW4U4`.
-    pub fn split_warps(self) -> usize {
-        if self.ring_shape().is_some() {
-            4
-        } else {
-            self.warps_per_unit()
-        }
-    }
 
     /// The fastest kernel for `n_dec` decodes that handles the shape, from
     /// `engine-bench --tune` on the H200 (results/h200/tune.csv, 2026-11-30):
@@ -191,12 +80,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
             DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
             DecodeKernel::MmaW4S3 => Layout::BlockPerUnit(4),
-            DecodeKernel::RingW1S4
-            | DecodeKernel::RingW2S2
-            | DecodeKernel::RingW2S3
-            | DecodeKernel::RingW4S1 => {
-                Layout::BlockPerUnit(self.ring_shape().map_or(1, |(w, _)| w))
-            }
         }
     }
 
@@ -209,10 +92,7 @@ impl DecodeKernel {
     }
 
     /// Dynamic shared memory a launch of this kernel takes.
-    pub(crate) fn smem_bytes(self, head_dim: usize) -> u32 {
-        if let Some((warps, stages)) = self.ring_shape() {
-            return ring_smem_bytes(head_dim, warps, stages);
-        }
+    fn smem_bytes(self, head_dim: usize) -> u32 {
         match self.mma_stages() {
             Some(stages) => mma_smem_bytes(head_dim, self.warps_per_unit(), stages),
             None => 0,
@@ -234,10 +114,6 @@ impl DecodeKernel {
     /// kernels trap otherwise.
     pub fn supports(self, head_dim: usize, gqa_group: usize, num_kv_heads: usize) -> bool {
         let fits = |warps: usize| warps * gqa_group * (head_dim + 2) * 4 <= 48 * 1024;
-        if self.ring_shape().is_some() {
-            // DR_SUPPORTED: 64-dim boxes over the head, the group in the MMA's 8 columns.
-            return head_dim.is_multiple_of(64) && head_dim <= 256 && gqa_group <= 8;
-        }
         if self.mma_stages().is_some() {
             // DM_SUPPORTED: 16-wide MMA steps over the head, its fp32 output tile in
             // registers, the group in one 16-row tile.
@@ -264,10 +140,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
             DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
             DecodeKernel::MmaW4S3 => Some(&k.attn_decode_mma_w4s3_rope),
-            ring => Self::RING
-                .iter()
-                .position(|&r| r == ring)
-                .map(|i| &k.attn_decode_ring[i].1),
         }
     }
 
@@ -278,10 +150,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
             DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
             DecodeKernel::MmaW4S3 => &k.attn_decode_mma_w4s3,
-            DecodeKernel::RingW1S4 => &k.attn_decode_ring[0].0,
-            DecodeKernel::RingW2S2 => &k.attn_decode_ring[1].0,
-            DecodeKernel::RingW2S3 => &k.attn_decode_ring[2].0,
-            DecodeKernel::RingW4S1 => &k.attn_decode_ring[3].0,
         }
     }
 }
@@ -294,8 +162,6 @@ pub(crate) struct DecodeArgs {
     pub v_cache: u64,
     pub out: u64,
     pub meta: u64,
-    /// Slots in the KV cache (the ring kernels' tensor maps).
-    pub cache_slots: usize,
     /// Offset of the decode entries (sequence, token row, keys) in the metadata.
     pub decodes: usize,
     pub block_tables: usize,
@@ -382,15 +248,6 @@ pub(crate) fn enqueue_decode_attention(
             })?
         }
     };
-    if kernel.ring_shape().is_some() {
-        args.extend(ring_tensor_maps(
-            a.k_cache,
-            a.v_cache,
-            a.cache_slots,
-            a.num_kv_heads,
-            a.head_dim,
-        )?);
-    }
     launch_ex(
         stream,
         f,
@@ -461,9 +318,5 @@ mod tests {
         assert_eq!(mma_smem_bytes(128, 4, 3), 109_344);
         assert!(mma_smem_bytes(128, 4, 3) <= 227 * 1024);
         assert!(DecodeKernel::ALL.iter().all(|k| k.supports(128, 2, 8)));
-        // The ring kernels: 64-dim boxes, the group in 8 MMA columns.
-        assert!(!DecodeKernel::RingW2S2.supports(96, 2, 8));
-        assert!(!DecodeKernel::RingW2S2.supports(128, 16, 1));
-        assert_eq!(ring_smem_bytes(128, 2, 2), 1024 + 4 * 8192 + 2720);
     }
 }

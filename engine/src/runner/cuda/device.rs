@@ -154,19 +154,14 @@ impl<T: Copy + Default> Drop for PinnedBuffer<T> {
     }
 }
 
-/// One kernel argument: a device address, a scalar, or a tensor map (a
-/// 128-byte `CUtensorMap` passed by value).
+/// One kernel argument: a device address or a scalar.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Arg {
     Ptr(u64),
     I32(i32),
     I64(i64),
     F32(f32),
-    TensorMap([u64; 16]),
 }
-
-/// The most tensor-map arguments a kernel launch takes.
-const MAX_TENSOR_MAP_ARGS: usize = 2;
 
 /// The most arguments a kernel launch takes (the fused decode kernels have 20).
 const MAX_KERNEL_ARGS: usize = 24;
@@ -210,33 +205,17 @@ pub(crate) fn launch_ex(
         )));
     }
     let mut slots = [[0u8; 8]; MAX_KERNEL_ARGS];
-    let mut maps = [[0u64; 16]; MAX_TENSOR_MAP_ARGS];
-    let mut map_of_arg = [usize::MAX; MAX_KERNEL_ARGS];
-    let mut n_maps = 0;
-    for (i, (b, a)) in slots.iter_mut().zip(args).enumerate() {
+    for (b, a) in slots.iter_mut().zip(args) {
         match *a {
             Arg::Ptr(p) => b.copy_from_slice(&p.to_ne_bytes()),
             Arg::I64(v) => b.copy_from_slice(&v.to_ne_bytes()),
             Arg::I32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
             Arg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-            Arg::TensorMap(m) => {
-                let slot = maps.get_mut(n_maps).ok_or_else(|| {
-                    RunnerError::Model(format!(
-                        "launch {name}: more than {MAX_TENSOR_MAP_ARGS} tensor maps"
-                    ))
-                })?;
-                *slot = m;
-                map_of_arg[i] = n_maps;
-                n_maps += 1;
-            }
         }
     }
     let mut params = [std::ptr::null_mut::<std::ffi::c_void>(); MAX_KERNEL_ARGS];
-    for (i, (p, b)) in params.iter_mut().zip(slots.iter_mut()).enumerate() {
-        *p = match maps.get_mut(map_of_arg[i]) {
-            Some(m) => m.as_mut_ptr().cast(),
-            None => b.as_mut_ptr().cast(),
-        };
+    for (p, b) in params.iter_mut().zip(slots.iter_mut()) {
+        *p = b.as_mut_ptr().cast();
     }
     // SAFETY: an all-zero attribute is valid plain data; id and value are set below.
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };

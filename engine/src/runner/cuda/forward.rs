@@ -263,7 +263,6 @@ impl CudaRunner {
                     decodes: lay.decodes,
                     block_tables: lay.block_tables,
                     block_size: self.block_size,
-                    cache_slots: self.layer_kv_bytes / (nkv * d * 2),
                     scale_log2,
                     part_o: ws.part_o.ptr,
                     part_ml: ws.part_ml.ptr,

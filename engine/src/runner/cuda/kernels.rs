@@ -17,7 +17,6 @@ const ATTENTION_CU: &str = include_str!("attention.cu");
 const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
 const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
-const DECODE_RING_ATTENTION_CU: &str = include_str!("decode_ring_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
@@ -46,12 +45,6 @@ pub(crate) struct Kernels {
     /// with q/k-norm + RoPE + the KV-cache write fused.
     pub attn_decode_mma_w4s3: CudaFunction,
     pub attn_decode_mma_w4s3_rope: CudaFunction,
-    /// Tensor-core decode attention fed by rings of bulk copies, by
-    /// `DecodeKernel::RING`'s order: (plain, with q/k-norm + RoPE fused).
-    pub attn_decode_ring: [(CudaFunction, CudaFunction); 4],
-    /// Whether the device has bulk copies (sm_90 and later), which the ring
-    /// kernels need.
-    pub bulk_copies: bool,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -61,7 +54,7 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{DECODE_RING_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
@@ -144,18 +137,7 @@ impl Kernels {
         };
         let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
         let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
-        let ring = |kernel: super::decode::DecodeKernel| {
-            let name = kernel.ring_name().unwrap_or_default();
-            let bytes = kernel.smem_bytes(shape.head_dim);
-            Ok::<_, RunnerError>((
-                with_smem(name, bytes)?,
-                with_smem(&format!("{name}_rope"), bytes)?,
-            ))
-        };
-        let [r0, r1, r2, r3] = super::decode::DecodeKernel::RING;
         Ok(Self {
-            attn_decode_ring: [ring(r0)?, ring(r1)?, ring(r2)?, ring(r3)?],
-            bulk_copies: major >= 9,
             prefill_smem,
             add_rmsnorm: f("add_rmsnorm")?,
             qk_norm_rope_cache: f("qk_norm_rope_cache")?,

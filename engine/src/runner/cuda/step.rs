@@ -45,7 +45,7 @@ impl CudaRunner {
         split_count(
             n_dec,
             self.cfg.num_key_value_heads,
-            self.decode_kernel_for(n_dec).split_warps(),
+            self.decode_kernel_for(n_dec).warps_per_unit(),
             self.decode_target_warps,
             max_ctx,
             self.max_splits,

@@ -38,13 +38,6 @@ impl CudaRunner {
                     c.head_dim
                 )));
             }
-            let ring_ok = self.kernels.bulk_copies && self.block_size.is_multiple_of(16);
-            if !k.runs_anywhere() && !ring_ok {
-                return Err(RunnerError::Model(format!(
-                    "decode kernel {k:?} needs bulk copies (compute capability 9.0 or later) and a block_size that is a multiple of 16 (it is {})",
-                    self.block_size
-                )));
-            }
         }
         self.decode_kernel = kernel;
         self.decode_target_warps = target_warps.max(1);

@@ -11,9 +11,8 @@ use crate::runner::cuda::kernels::KernelShape;
 use crate::runner::RunnerError;
 
 /// The decode attention checks: (kernel, splits, with q/k-norm + RoPE fused).
-/// Kernels that do not support the shape, or need bulk copies the device
-/// lacks, are left out.
-pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 21] = [
+/// Kernels that do not support the shape are left out.
+pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 13] = [
     (DecodeKernel::Prefetch8, 1, false),
     (DecodeKernel::Prefetch8, 7, false),
     (DecodeKernel::BlockW4U4, 1, false),
@@ -27,14 +26,6 @@ pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 21] = [
     (DecodeKernel::BlockW4U4, 1, true),
     (DecodeKernel::BlockW8U4, 3, true),
     (DecodeKernel::HeadsU4, 4, true),
-    (DecodeKernel::RingW1S4, 1, false),
-    (DecodeKernel::RingW2S2, 3, false),
-    (DecodeKernel::RingW2S3, 1, false),
-    (DecodeKernel::RingW1S4, 2, true),
-    (DecodeKernel::RingW2S2, 1, true),
-    (DecodeKernel::RingW2S3, 3, true),
-    (DecodeKernel::RingW4S1, 1, false),
-    (DecodeKernel::RingW4S1, 2, true),
 ];
 
 pub(super) fn check_attention(

@@ -163,7 +163,6 @@ pub fn kernel_self_test(
                         num_kv_heads,
                     } = c.shape;
                     kernel.supports(head_dim, num_q_heads / num_kv_heads, num_kv_heads)
-                        && (c.k.bulk_copies || kernel.runs_anywhere())
                 })
                 .map(|(kernel, nsplit, fused)| {
                     let name = format!(

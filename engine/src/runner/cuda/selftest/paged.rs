@@ -107,7 +107,6 @@ impl PagedBatch {
             decodes: self.lay.decodes,
             block_tables: self.lay.block_tables,
             block_size: BLOCK_SIZE,
-            cache_slots: NUM_BLOCKS * BLOCK_SIZE,
             scale_log2: scale_log2(d),
             part_o: po.ptr,
             part_ml: pml.ptr,
