@@ -104,11 +104,11 @@ __global__ void __launch_bounds__(128) stream_frag(const uint4* __restrict__ k, 
 // keeps S of them in flight in a shared-memory ring, one copy per 256-byte row (slot-major) or
 // one per K and per V run of CH rows (page-major, CH dividing PAGE: the rows are contiguous).
 // Its lanes then read the chunk from shared memory as attn_decode_block's lanes read registers.
-template <bool PAGE_MAJOR, int CH, int S>
-__global__ void __launch_bounds__(128) stream_bulk(const uint4* __restrict__ k, const uint4* __restrict__ v,
-                                                   float* out) {
+template <bool PAGE_MAJOR, int CH, int S, int W = 4>
+__global__ void __launch_bounds__(W * 32) stream_bulk(const uint4* __restrict__ k, const uint4* __restrict__ v,
+                                                      float* out) {
     extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ __align__(8) unsigned long long bars[4][S];
+    __shared__ __align__(8) unsigned long long bars[W][S];
     constexpr unsigned ROW = DIM * 2, STAGE = 2 * CH * ROW;
     const int seq = blockIdx.x / HEADS, head = blockIdx.x % HEADS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = lane >> 4, sub = lane & 15;
@@ -140,10 +140,10 @@ __global__ void __launch_bounds__(128) stream_bulk(const uint4* __restrict__ k, 
         }
     };
     for (int s = 0; s < S; s++)
-        if (warp + 4 * s < CHUNKS) fill(s, warp + 4 * s);
+        if (warp + W * s < CHUNKS) fill(s, warp + W * s);
     float acc = 0.f;
     int it = 0;
-    for (int c = warp; c < CHUNKS; c += 4, it++) {
+    for (int c = warp; c < CHUNKS; c += W, it++) {
         const int s = it % S;
         asm volatile("{\n.reg .pred P;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n@!P bra W;\n}" ::"r"(bar0 + 8 * s),
                      "r"((it / S) & 1)
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(128) stream_bulk(const uint4* __restrict__ k, 
             }
             acc += uses16(a, b);
         }
-        if (c + 4 * S < CHUNKS) fill(s, c + 4 * S);
+        if (c + W * S < CHUNKS) fill(s, c + W * S);
     }
     if (acc == 1.2345f) out[0] = acc;
 }
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(128) stream_bulk(const uint4* __restrict__ k, 
 // over 25 timed rounds after 5; prints a CSV row with `u` in its second column.
 template <typename Kernel>
 static void time_layers(const char* name, int u, Kernel kernel, const uint4* k, const uint4* v, float* out,
-                        int layers, int smem = 0) {
+                        int layers, int smem = 0, int threads = 128) {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
@@ -180,7 +180,7 @@ static void time_layers(const char* name, int u, Kernel kernel, const uint4* k, 
         cudaEventRecord(a);
         for (int l = 0; l < layers; l++) {
             const long long off = (long long)l * SEQS * KEYS * HEADS * DIM / 8;
-            kernel<<<SEQS * HEADS, 128, smem>>>(k + off, v + off, out);
+            kernel<<<SEQS * HEADS, threads, smem>>>(k + off, v + off, out);
         }
         cudaEventRecord(b);
         cudaEventSynchronize(b);
@@ -202,11 +202,13 @@ static void run_frag(const char* name, const uint4* k, const uint4* v, float* ou
     time_layers(name, 16, stream_frag<PM, CONTIG>, k, v, out, layers);
 }
 
-template <bool PM, int CH, int S>
+// u = 1000 x warps + 100 x keys per chunk + stages (W = 4: 100 x keys per chunk + stages).
+template <bool PM, int CH, int S, int W = 4>
 static void run_bulk(const char* name, const uint4* k, const uint4* v, float* out, int layers) {
-    const int smem = 4 * S * 2 * CH * DIM * 2;
-    cudaFuncSetAttribute(stream_bulk<PM, CH, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    time_layers(name, CH * 100 + S, stream_bulk<PM, CH, S>, k, v, out, layers, smem);
+    const int smem = W * S * 2 * CH * DIM * 2;
+    cudaFuncSetAttribute(stream_bulk<PM, CH, S, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    time_layers(name, (W == 4 ? 0 : W * 1000) + CH * 100 + S, stream_bulk<PM, CH, S, W>, k, v, out, layers, smem,
+                W * 32);
 }
 
 int main(int argc, char** argv) {
@@ -227,6 +229,23 @@ int main(int argc, char** argv) {
         stream<true, 4><<<SEQS * HEADS, 128>>>(k, v, out);
     }
     cudaDeviceSynchronize();
+    // `ring`: the shapes of the runner's ring decode kernels (results/h200/ring_attention.txt:
+    // W warps per block, each a ring of S 16-key stages) against the bulk rings above.
+    if (argc > 1 && std::string(argv[1]) == "ring") {
+        run<false, 4>("slot-major", k, v, out, layers);
+        run_bulk<false, 8, 3>("slot-major-bulk", k, v, out, layers);
+        run_bulk<false, 16, 2, 2>("slot-major-bulk", k, v, out, layers);
+        run_bulk<false, 16, 3, 2>("slot-major-bulk", k, v, out, layers);
+        run_bulk<false, 16, 1, 4>("slot-major-bulk", k, v, out, layers);
+        run_bulk<false, 8, 6, 2>("slot-major-bulk", k, v, out, layers);
+        run_bulk<false, 8, 3, 2>("slot-major-bulk", k, v, out, layers);
+        run_bulk<false, 16, 4, 1>("slot-major-bulk", k, v, out, layers);
+        run_bulk<true, 16, 2, 2>("page-major-bulk", k, v, out, layers);
+        run_bulk<false, 8, 3>("slot-major-bulk", k, v, out, layers);
+        run<false, 4>("slot-major", k, v, out, layers);
+        printf("%s\n", cudaGetErrorString(cudaDeviceSynchronize()));
+        return 0;
+    }
     // `bulk`: the bulk-copy variants only (u = 100 x keys per chunk + stages), between two
     // runs of the register kernels' two reference points.
     if (argc > 1 && std::string(argv[1]) == "bulk") {
