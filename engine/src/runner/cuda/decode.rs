@@ -154,6 +154,12 @@ impl DecodeKernel {
     }
 }
 
+/// `log2(e) / sqrt(head_dim)`: the attention kernels' softmax scale (they
+/// take exponentials in base 2).
+pub(crate) fn scale_log2(head_dim: usize) -> f32 {
+    (1.0 / (head_dim as f64).sqrt() * std::f64::consts::LOG2_E) as f32
+}
+
 /// Device addresses and sizes of one decode-attention launch. `meta` is the
 /// step metadata; the offsets are those of its `StepLayout`.
 pub(crate) struct DecodeArgs {

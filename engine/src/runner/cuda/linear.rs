@@ -100,6 +100,16 @@ impl Delta {
         }
     }
 
+    /// `nparts` fp32 partials, `part_stride` floats apart from `parts`.
+    pub const fn split(parts: u64, nparts: usize, part_stride: usize) -> Self {
+        Delta {
+            bf16: 0,
+            parts,
+            nparts,
+            part_stride,
+        }
+    }
+
     /// The `delta, parts, nparts, part_stride` arguments of `add_rmsnorm`.
     pub fn args(&self) -> [Arg; 4] {
         [
@@ -164,9 +174,7 @@ impl CudaRunner {
         let rows = if pad { gemm_padded_rows(a.m) } else { a.m };
         self.gemm.linear(&GemmArgs { m: rows, ..*a })
     }
-}
 
-impl CudaRunner {
     /// Slices of K for a residual product: the tuning override if set, else [`split_k_for`].
     fn residual_splits(&self, m: usize, n: usize, k: usize, graphed: bool) -> usize {
         match self.split_k {
@@ -210,12 +218,7 @@ impl CudaRunner {
             ..*a
         };
         self.gemm.linear_split_k(&parts, splits)?;
-        Ok(Delta {
-            bf16: 0,
-            parts: self.ws.parts.ptr,
-            nparts: splits,
-            part_stride: rows * a.n,
-        })
+        Ok(Delta::split(self.ws.parts.ptr, splits, rows * a.n))
     }
 }
 

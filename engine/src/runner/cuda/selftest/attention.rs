@@ -3,9 +3,9 @@
 //! cached context on the decode path) over a paged cache
 //! with shuffled blocks, packed by the runner's own metadata packer.
 
-use super::paged::{self, PagedBatch, BLOCK_SIZE, NUM_BLOCKS};
+use super::paged::{PagedBatch, BLOCK_SIZE, NUM_BLOCKS};
 use super::{compare, Ctx, KernelCheck};
-use crate::runner::cuda::decode::DecodeKernel;
+use crate::runner::cuda::decode::{scale_log2, DecodeKernel};
 use crate::runner::cuda::device::{launch, Arg};
 use crate::runner::cuda::kernels::KernelShape;
 use crate::runner::RunnerError;
@@ -63,7 +63,7 @@ pub(super) fn check_attention(
     let poison = vec![f32::NAN; t * nq * d];
     let od = c.up_bf16(&poison)?;
     let m = |off: usize| Arg::Ptr(md.ptr + 4 * off as u64);
-    let scale_log2 = paged::scale_log2(d);
+    let scale_log2 = scale_log2(d);
     launch(
         &c.stream,
         &c.k.attn_prefill,

@@ -1,7 +1,7 @@
 //! The cuBLAS wrapper, the skinny GEMM and the split-K residual product
 //! against host products in f64.
 
-use super::{compare, rounded, Ctx, KernelCheck};
+use super::{compare, host_rmsnorm, rounded, Ctx, KernelCheck};
 use crate::runner::cuda::device::{self, launch, DeviceBuffer};
 use crate::runner::cuda::forward::NormParams;
 use crate::runner::cuda::gemm::{Gemm, GemmArgs, OutType};
@@ -123,12 +123,7 @@ pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError
         0,
         &NormParams {
             resid: rd.ptr,
-            delta: Delta {
-                bf16: 0,
-                parts: parts.ptr,
-                nparts: splits,
-                part_stride: rows * n,
-            },
+            delta: Delta::split(parts.ptr, splits, rows * n),
             weight: gd.ptr,
             out: out.ptr,
             rows: 0,
@@ -152,8 +147,7 @@ pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError
                 resid[i * n + j] as f64 + y
             })
             .collect();
-        let inv = 1.0 / (v.iter().map(|a| a * a).sum::<f64>() / n as f64 + 1e-6).sqrt();
-        normed.extend(v.iter().zip(&gain).map(|(a, g)| a * inv * *g as f64));
+        normed.extend(host_rmsnorm(&v, &gain));
         new_resid.extend(v);
     }
     normed.extend(new_resid);

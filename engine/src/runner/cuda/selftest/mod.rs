@@ -97,6 +97,13 @@ fn rounded(v: &[f32]) -> Vec<f32> {
     v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect()
 }
 
+/// The host reference of `add_rmsnorm`'s output for one row `v` (the residual
+/// plus its delta), in f64, with eps 1e-6 as every norm check launches it.
+fn host_rmsnorm<'a>(v: &'a [f64], gain: &'a [f32]) -> impl Iterator<Item = f64> + 'a {
+    let inv = 1.0 / (v.iter().map(|x| x * x).sum::<f64>() / v.len() as f64 + 1e-6).sqrt();
+    v.iter().zip(gain).map(move |(x, g)| x * inv * *g as f64)
+}
+
 /// Runs every check for the given attention shape; an error inside one check
 /// becomes a failed entry and the rest still run.
 pub fn kernel_self_test(
@@ -235,8 +242,7 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         let v: Vec<f64> = (0..h)
             .map(|i| resid[r * h + i] as f64 + delta[r * h + i] as f64)
             .collect();
-        let inv = 1.0 / ((v.iter().map(|x| x * x).sum::<f64>() / h as f64) + 1e-6).sqrt();
-        want.extend(v.iter().zip(&w).map(|(x, wi)| x * inv * *wi as f64));
+        want.extend(host_rmsnorm(&v, &w));
     }
     let mut chk = compare(
         "add_rmsnorm",
@@ -368,13 +374,8 @@ fn check_embed_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         .collect();
     let mut want = Vec::new();
     for row in &rows {
-        let ms = row.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / h as f64;
-        let inv = 1.0 / (ms + 1e-6).sqrt();
-        want.extend(
-            row.iter()
-                .zip(&w)
-                .map(|(&x, &wi)| x as f64 * inv * wi as f64),
-        );
+        let v: Vec<f64> = row.iter().map(|&x| x as f64).collect();
+        want.extend(host_rmsnorm(&v, &w));
     }
     let mut chk = compare(
         "add_rmsnorm from embeddings",

@@ -4,7 +4,9 @@
 
 use super::Ctx;
 use crate::request::RequestId;
-use crate::runner::cuda::decode::{enqueue_decode_attention, DecodeArgs, DecodeKernel, RopeArgs};
+use crate::runner::cuda::decode::{
+    enqueue_decode_attention, scale_log2, DecodeArgs, DecodeKernel, RopeArgs,
+};
 use crate::runner::cuda::device::{self, DeviceBuffer};
 use crate::runner::cuda::meta::{pack_step, BatchLimits, StepLayout};
 use crate::runner::{attention_tile_tokens, RunnerError, ScheduledBatch, ScheduledSeq};
@@ -122,9 +124,4 @@ impl PagedBatch {
         // The partial buffers must outlive the kernels that use them.
         device::sync(&c.stream)
     }
-}
-
-/// `log2(e) / sqrt(head_dim)`: the kernels' softmax scale.
-pub(super) fn scale_log2(head_dim: usize) -> f32 {
-    (1.0 / (head_dim as f64).sqrt() * std::f64::consts::LOG2_E) as f32
 }
