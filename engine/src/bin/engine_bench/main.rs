@@ -8,9 +8,12 @@
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--no-pdl]
-//! [--split-k S] [--tune] [--profile] [--split-sweep] [--pdl-sweep]
+//! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
+//! [--pdl-sweep]
 //! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
 //! - `--no-pdl`: no kernel is a programmatic dependent launch;
+//! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
+//!   otherwise the tuned shapes go to `gemm_tuning.csv`;
 //! - `--split-k S`: the O and down products' K in S slices (1: never) instead
 //!   of the runner's rule;
 //! - `--tune`: every decode-attention kernel and split target (`tune.csv`);
@@ -214,6 +217,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--no-pdl") {
         r.set_use_pdl(false);
     }
+    let gemm_tuning = !args.iter().any(|a| a == "--no-gemm-tuning");
+    r.set_gemm_tuning(gemm_tuning);
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
         r.device_name(),
@@ -233,6 +238,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let date = engine::date::utc_now();
+    std::fs::create_dir_all(&out)?;
     let mut csv = String::from("kind,batch,tokens,ms_median,tok_s,date\n");
     // One engine.csv row: `kind,batch,tokens`, then the time and tokens per second.
     let mut row = |label: String, key: String, tokens: usize, timing: Result<f64, _>| match timing {
@@ -277,6 +283,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.iter().any(|a| a == "--profile") {
         tuning::profile(&mut r, &run)?;
+    }
+    if gemm_tuning {
+        tuning::write_gemm_tuning(&r, &run)?;
     }
     let name = if eager {
         "engine_eager.csv"

@@ -190,3 +190,32 @@ pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std
     std::fs::write(run.out.join("pdl.csv"), csv)?;
     Ok(())
 }
+
+/// The GEMM shapes tuned so far: cublasGemmEx's and the best cuBLASLt offer's
+/// µs per call, and which one the runner took (`gemm_tuning.csv`).
+pub(crate) fn write_gemm_tuning(
+    r: &CudaRunner,
+    run: &Run,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut csv =
+        String::from("m,n,k,splits,gemm_ex_us,best_lt_us,best_lt_rank,offers,chosen,date\n");
+    for t in r.gemm_tune_reports() {
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{:.3},{},{},{},{},{}",
+            t.m,
+            t.n,
+            t.k,
+            t.splits,
+            t.gemm_ex_us,
+            opt(t.best_lt_us.map(|u| format!("{u:.3}"))),
+            opt(t.best_lt_rank.map(|k| k.to_string())),
+            t.offers,
+            t.chosen,
+            run.date
+        );
+    }
+    std::fs::write(run.out.join("gemm_tuning.csv"), csv)?;
+    Ok(())
+}

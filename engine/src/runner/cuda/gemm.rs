@@ -7,22 +7,28 @@
 //! partials, left for the kernel that reads the output next to add up.
 //! The handle gets a fixed workspace so that GEMMs can be captured in a CUDA
 //! graph without cuBLAS allocating during capture.
+//!
+//! A shape tuned by [`Gemm::tune_noted`] runs the cuBLASLt algorithm measured
+//! fastest for it instead of `cublasGemmEx` (gemm_lt.rs).
 
 use super::device::{dev_err, DeviceBuffer};
+use super::gemm_lt::{GemmKey, GemmTuneReport, LtDescs, LtGemms, LtPlan, TUNE_CALLS};
 use crate::runner::RunnerError;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas_result, sys as blas_sys, CudaBlas};
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{sys as drv_sys, CudaContext, CudaStream};
 use std::sync::Arc;
 
 const WORKSPACE_BYTES: usize = 32 << 20;
 
 pub(crate) struct Gemm {
     blas: CudaBlas,
-    _workspace: DeviceBuffer,
+    pub(crate) lt: LtGemms,
+    stream: Arc<CudaStream>,
+    workspace: DeviceBuffer,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) enum OutType {
     Bf16,
     F32,
@@ -56,12 +62,48 @@ impl Gemm {
         }
         Ok(Self {
             blas,
-            _workspace: workspace,
+            lt: LtGemms::new()?,
+            stream: stream.clone(),
+            workspace,
         })
     }
 
     /// `y[m, n] = x[m, k] · w[n, k]ᵀ`; all pointers are device addresses.
     pub fn linear(&self, a: &GemmArgs) -> Result<(), RunnerError> {
+        self.run(a, 1)
+    }
+
+    /// The tuned cuBLASLt plan of the shape if there is one, else cuBLAS.
+    fn run(&self, a: &GemmArgs, splits: usize) -> Result<(), RunnerError> {
+        if a.m == 0 {
+            return Ok(());
+        }
+        let key = GemmKey::of(a, splits);
+        let lt_run = |p: &LtPlan| {
+            p.descs.matmul(
+                self.lt.handle,
+                &p.algo,
+                a,
+                self.lt_workspace(),
+                self.lt_stream(),
+            )
+        };
+        match self.lt.with_plan(&key, a, lt_run) {
+            Some(done) => done,
+            None if splits > 1 => self.gemm_batched(a, splits),
+            None => self.gemm_ex(a),
+        }
+    }
+
+    fn lt_workspace(&self) -> (u64, usize) {
+        (self.workspace.ptr, WORKSPACE_BYTES)
+    }
+
+    fn lt_stream(&self) -> cudarc::cublaslt::sys::cudaStream_t {
+        self.stream.cu_stream() as _
+    }
+
+    fn gemm_ex(&self, a: &GemmArgs) -> Result<(), RunnerError> {
         let GemmArgs {
             x,
             w,
@@ -112,15 +154,7 @@ impl Gemm {
     /// with too few blocks to stream their weights; the batches give it more
     /// (results/h200/gemm_bench_split.csv).
     pub fn linear_split_k(&self, a: &GemmArgs, splits: usize) -> Result<(), RunnerError> {
-        let GemmArgs {
-            x,
-            w,
-            y: parts,
-            m,
-            n,
-            k,
-            out,
-        } = *a;
+        let GemmArgs { m, k, out, .. } = *a;
         if m == 0 {
             return Ok(());
         }
@@ -133,6 +167,19 @@ impl Gemm {
                 "split-K GEMM: K={k} does not split into {splits} slices of a multiple of 8 with fp32 partials"
             )));
         }
+        self.run(a, splits)
+    }
+
+    fn gemm_batched(&self, a: &GemmArgs, splits: usize) -> Result<(), RunnerError> {
+        let GemmArgs {
+            x,
+            w,
+            y: parts,
+            m,
+            n,
+            k,
+            ..
+        } = *a;
         let ks = k / splits;
         let alpha: f32 = 1.0;
         let beta: f32 = 0.0;
@@ -169,5 +216,123 @@ impl Gemm {
                 e,
             )
         })
+    }
+
+    /// Tunes every shape noted since the last call (gemm_lt.rs): times
+    /// cuBLAS and each cuBLASLt heuristic offer over [`TUNE_CALLS`] calls in a
+    /// graph and installs the fastest. Runs work on the stream and waits for it.
+    pub fn tune_noted(&self) -> Result<(), RunnerError> {
+        for (key, calls) in self.lt.take_noted() {
+            let descs = LtDescs::new(&key)?;
+            let offers = descs.offers(self.lt.handle, WORKSPACE_BYTES)?;
+            let cublas = |a: &GemmArgs| match key.splits {
+                1 => self.gemm_ex(a),
+                s => self.gemm_batched(a, s),
+            };
+            let gemm_ex_us = self.time_calls(&calls, &cublas)?.ok_or_else(|| {
+                RunnerError::Device(format!("GEMM tuning: cuBLAS failed for {key:?}"))
+            })?;
+            let mut best: Option<(f64, usize)> = None;
+            for (rank, algo) in offers.iter().enumerate() {
+                let run = |a: &GemmArgs| {
+                    descs.matmul(
+                        self.lt.handle,
+                        algo,
+                        a,
+                        self.lt_workspace(),
+                        self.lt_stream(),
+                    )
+                };
+                if let Some(us) = self.time_calls(&calls, &run)? {
+                    if best.is_none_or(|(b, _)| us < b) {
+                        best = Some((us, rank));
+                    }
+                }
+            }
+            let wins = best.filter(|&(us, _)| us < gemm_ex_us * (1.0 - LtGemms::min_gain()));
+            self.lt.reports.borrow_mut().push(GemmTuneReport {
+                m: key.m,
+                n: key.n,
+                k: key.k,
+                splits: key.splits,
+                gemm_ex_us,
+                best_lt_us: best.map(|b| b.0),
+                best_lt_rank: best.map(|b| b.1),
+                offers: offers.len(),
+                chosen: if wins.is_some() { "cublaslt" } else { "cublas" },
+            });
+            let plan = wins.map(|(_, rank)| LtPlan {
+                descs,
+                algo: offers[rank],
+            });
+            self.lt.install(key, plan);
+        }
+        Ok(())
+    }
+
+    /// Median µs per call of `run` over [`TUNE_CALLS`] calls (cycling through
+    /// `calls`, whose weights differ) in one graph, or `None` if a call fails.
+    fn time_calls(
+        &self,
+        calls: &[GemmArgs],
+        run: &dyn Fn(&GemmArgs) -> Result<(), RunnerError>,
+    ) -> Result<Option<f64>, RunnerError> {
+        let st = &self.stream;
+        st.begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| dev_err("begin tuning capture", e))?;
+        let ran = (0..TUNE_CALLS).try_for_each(|i| run(&calls[i % calls.len()]));
+        let end = st.end_capture(drv_sys::CUgraphInstantiate_flags(0));
+        if ran.is_err() {
+            return Ok(None);
+        }
+        let Some(graph) = end.map_err(|e| dev_err("end tuning capture", e))? else {
+            return Ok(None);
+        };
+        let ctx = st.context();
+        let event = || {
+            ctx.new_event(Some(drv_sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| dev_err("event", e))
+        };
+        let (start, end) = (event()?, event()?);
+        let mut ms = Vec::new();
+        // Two warm-up launches, then the median of five.
+        for r in 0..7 {
+            start.record(st).map_err(|e| dev_err("event record", e))?;
+            graph
+                .launch()
+                .map_err(|e| dev_err("tuning graph launch", e))?;
+            end.record(st).map_err(|e| dev_err("event record", e))?;
+            let t = start
+                .elapsed_ms(&end)
+                .map_err(|e| dev_err("event time", e))?;
+            if r >= 2 {
+                ms.push(t as f64);
+            }
+        }
+        ms.sort_by(f64::total_cmp);
+        Ok(Some(ms[ms.len() / 2] * 1000.0 / TUNE_CALLS as f64))
+    }
+
+    /// Self-test: runs `a` (over `splits` slices of K) with the `rank`-th
+    /// cuBLASLt heuristic offer for its shape; `false` if there is no such offer.
+    pub fn run_offer(&self, a: &GemmArgs, splits: usize, rank: usize) -> Result<bool, RunnerError> {
+        let descs = LtDescs::new(&GemmKey::of(a, splits))?;
+        let offers = descs.offers(self.lt.handle, WORKSPACE_BYTES)?;
+        let Some(algo) = offers.get(rank) else {
+            return Ok(false);
+        };
+        descs.matmul(
+            self.lt.handle,
+            algo,
+            a,
+            self.lt_workspace(),
+            self.lt_stream(),
+        )?;
+        Ok(true)
+    }
+
+    /// What the tuning measured, shape by shape, in tuning order.
+    pub fn tune_reports(&self) -> Vec<GemmTuneReport> {
+        self.lt.reports.borrow().clone()
     }
 }

@@ -32,6 +32,8 @@ mod decode;
 mod device;
 mod forward;
 mod gemm;
+mod gemm_lt;
+mod gemm_lt_desc;
 mod head;
 mod kernels;
 mod linear;
@@ -57,6 +59,7 @@ use std::sync::Arc;
 use weights::DeviceWeights;
 
 pub use decode::DecodeKernel;
+pub use gemm_lt::GemmTuneReport;
 pub use linear::SPLIT_K_MAX;
 pub use selftest::{kernel_self_test, KernelCheck};
 

@@ -149,7 +149,42 @@ impl CudaRunner {
             .collect())
     }
 
+    /// Captures the forward pass of `lay` into a graph. With GEMM tuning on
+    /// ([`CudaRunner::set_gemm_tuning`]), the first capture notes the GEMM shapes not tuned yet; if there are
+    /// any, they are tuned (gemm_lt.rs) and the pass is captured again with
+    /// their plans.
     fn capture(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
+        self.note_gemms(lay, nsplit)?;
+        if self.gemm.lt.has_noted() {
+            self.gemm.tune_noted()?;
+        }
+        self.capture_once(lay, nsplit)
+    }
+
+    /// Captures the forward pass without instantiating it, only for the GEMM
+    /// shapes it notes (gemm_lt.rs). A graph instantiated and thrown away
+    /// here made the one captured after it run 0.08 ms slower at batch 64 on
+    /// the H200 (same kernels; results/h200/NOTES.md, ninth session).
+    fn note_gemms(&self, lay: &StepLayout, nsplit: usize) -> Result<(), RunnerError> {
+        if !self.gemm.lt.enabled() {
+            return Ok(());
+        }
+        self.gemm.lt.set_noting(true);
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| dev_err("begin graph capture", e))?;
+        let enq = self.enqueue_forward(lay, nsplit, true);
+        self.gemm.lt.set_noting(false);
+        let graph = unsafe { cudarc::driver::result::stream::end_capture(self.stream.cu_stream()) }
+            .map_err(|e| dev_err("end graph capture", e))?;
+        if !graph.is_null() {
+            unsafe { cudarc::driver::result::graph::destroy(graph) }
+                .map_err(|e| dev_err("graph destroy", e))?;
+        }
+        enq
+    }
+
+    fn capture_once(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| dev_err("begin graph capture", e))?;

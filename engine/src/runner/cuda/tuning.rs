@@ -4,6 +4,7 @@
 //! graphs, so the next decode step captures one with the new setting.
 
 use super::decode::DecodeKernel;
+use super::gemm_lt::GemmTuneReport;
 use super::CudaRunner;
 use crate::runner::RunnerError;
 
@@ -71,6 +72,20 @@ impl CudaRunner {
     pub fn set_fuse_rope(&mut self, on: bool) {
         self.fuse_rope = on;
         self.graphs.clear();
+    }
+
+    /// Tune the GEMMs of decode graphs before capturing them (default on:
+    /// each shape runs the cuBLASLt algorithm measured fastest, gemm_lt.rs)
+    /// or run `cublasGemmEx` everywhere (the plans tuned so far are kept for
+    /// when it is turned on again).
+    pub fn set_gemm_tuning(&mut self, on: bool) {
+        self.gemm.lt.set_enabled(on);
+        self.graphs.clear();
+    }
+
+    /// What GEMM tuning measured so far, shape by shape.
+    pub fn gemm_tune_reports(&self) -> Vec<GemmTuneReport> {
+        self.gemm.tune_reports()
     }
 
     /// The decode attention kernel setting and split target in use.

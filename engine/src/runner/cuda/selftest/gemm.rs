@@ -25,20 +25,93 @@ pub(super) fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         out: OutType::F32,
     })?;
     let got: Vec<f32> = c.down(&yd, m * n)?;
-    let mut want = vec![0f64; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            want[i * n + j] = (0..k)
-                .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
-                .sum();
-        }
-    }
+    let want = host_product(&x, &w, m, n, k);
     Ok(compare(
         "gemm",
         &got,
         &want,
         1e-4,
         format!("{m}x{n}x{k} f32 out"),
+    ))
+}
+
+/// The host product `x[m, k] · w[n, k]ᵀ` in f64.
+fn host_product(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut y = vec![0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            y[i * n + j] = (0..k)
+                .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                .sum();
+        }
+    }
+    y
+}
+
+/// cuBLASLt (gemm_lt.rs) against host products: every heuristic offer, and
+/// the tuned path (note, tune, run), for a bf16 product and an fp32 product
+/// split over K in strided partials (summed on the host here).
+pub(super) fn check_gemm_lt(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    let g = Gemm::new(&c.ctx, &c.stream)?;
+    let (mut got_all, mut want_all, mut runs) = (Vec::new(), Vec::new(), 0);
+    for (m, n, k, splits, out) in [
+        (40usize, 96usize, 256usize, 1usize, OutType::Bf16),
+        (48, 64, 512, 4, OutType::F32),
+    ] {
+        let x = rounded(&c.randn(m * k, 1.0));
+        let w = rounded(&c.randn(n * k, 1.0));
+        let (xd, wd) = (c.up_bf16(&x)?, c.up_bf16(&w)?);
+        let yd = DeviceBuffer::alloc(&c.ctx, splits * m * n * 4)
+            .map_err(|e| device::dev_err("alloc", e))?;
+        let a = GemmArgs {
+            x: xd.ptr,
+            w: wd.ptr,
+            y: yd.ptr,
+            m,
+            n,
+            k,
+            out,
+        };
+        let want = host_product(&x, &w, m, n, k);
+        let mut collect = |c: &mut Ctx| -> Result<(), RunnerError> {
+            let got: Vec<f32> = match out {
+                OutType::Bf16 => c.down_bf16(&yd, m * n)?,
+                OutType::F32 => {
+                    let parts: Vec<f32> = c.down(&yd, splits * m * n)?;
+                    (0..m * n)
+                        .map(|i| (0..splits).map(|s| parts[s * m * n + i]).sum())
+                        .collect()
+                }
+            };
+            got_all.extend(got);
+            want_all.extend(want.iter().copied());
+            Ok(())
+        };
+        let run = |a: &GemmArgs| match splits {
+            1 => g.linear(a),
+            s => g.linear_split_k(a, s),
+        };
+        for rank in 0.. {
+            if !g.run_offer(&a, splits, rank)? {
+                break;
+            }
+            collect(c)?;
+            runs += 1;
+        }
+        g.lt.set_noting(true);
+        run(&a)?;
+        g.lt.set_noting(false);
+        g.tune_noted()?;
+        run(&a)?;
+        collect(c)?;
+    }
+    let chosen: Vec<&str> = g.tune_reports().iter().map(|r| r.chosen).collect();
+    Ok(compare(
+        "gemm (cuBLASLt)",
+        &got_all,
+        &want_all,
+        1e-2,
+        format!("{runs} heuristic offers over 40x96x256 bf16 and 48x64x512 in 4 fp32 slices; tuned path took {chosen:?}"),
     ))
 }
 
@@ -67,15 +140,7 @@ pub(super) fn check_skinny(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         } else {
             got_all.extend(c.down_bf16(&yd, m * n)?);
         }
-        for i in 0..m {
-            for j in 0..n {
-                want_all.push(
-                    (0..k)
-                        .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
-                        .sum::<f64>(),
-                );
-            }
-        }
+        want_all.extend(host_product(&x, &w, m, n, k));
     }
     Ok(compare(
         "skinny_gemm",
