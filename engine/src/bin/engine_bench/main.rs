@@ -10,7 +10,7 @@
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--no-pdl]
 //! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
 //! [--pdl-sweep]
-//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS]]`:
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs]]`:
 //! - `--no-pdl`: no kernel is a programmatic dependent launch;
 //! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
 //!   otherwise the tuned shapes go to `gemm_tuning.csv`;
@@ -23,7 +23,9 @@
 //!   launches on and off (`pdl.csv`);
 //! - `--only-decode B`: times decode steps at batch B only (with the decode
 //!   attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
-//!   warps, where given) and writes nothing (a run to put under a profiler).
+//!   warps, where given) and writes nothing (a run to put under a profiler);
+//!   `--warm-graphs` first captures every bucket's graph, as real mode does
+//!   (on the H200 that made batch 64 about 5 % slower, results/h200/NOTES.md).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel, SPLIT_K_MAX};
@@ -175,8 +177,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|_| format!("--split-target takes a warp count, not {t}"))
         })
         .transpose()?;
-    if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some()) {
-        return Err("--decode-kernel and --split-target apply to --only-decode runs only".into());
+    let warm_graphs = args.iter().any(|a| a == "--warm-graphs");
+    if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some() || warm_graphs)
+    {
+        return Err(
+            "--decode-kernel, --split-target and --warm-graphs apply to --only-decode runs only"
+                .into(),
+        );
     }
     let split_k: Option<usize> = value("--split-k")
         .map(|v| match v.parse() {
@@ -230,6 +237,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Either setting alone keeps the runner's choice for the other.
         let (kernel, target) = r.decode_tuning();
         r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
+        if warm_graphs {
+            r.warm_up_graphs()?;
+        }
         let s = decode(&mut r, b, cfg.vocab_size, budget)?;
         println!(
             "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
