@@ -1,5 +1,5 @@
 //! The fit on the grid measured on the H200 (results/h200/calibration_samples.csv,
-//! 2026-11-30, seventh session): the committed measurements, refitted by the current code.
+//! 2026-11-30, ninth session): the committed measurements, refitted by the current code.
 
 use calibration::{fit, samples_from_csv, Grid, Provenance, Sample};
 use sim::{GpuSpec, ModelShape};
@@ -53,8 +53,8 @@ fn refit_of_the_h200_grid_is_accurate_and_its_curves_never_fall() {
         "held-out median {:.2} %, p90 {:.2} %",
         p.provenance.holdout_error_pct_median, p.provenance.holdout_error_pct_p90
     );
-    // These points (seventh session, engine 33e14a6, 15:18 UTC) score 5.6 % and
-    // 12.0 %. The p90 comes from host-bound eager steps: a 64-token prefill
+    // These points (ninth session, engine af3eba0 with GEMM tuning, 17:35 UTC)
+    // score 5.7 % and 12.1 % (the seventh session's, engine 33e14a6: 5.6 % and 12.0 %). The p90 comes from host-bound eager steps: a 64-token prefill
     // beside one decode (16 % over the fit) and 24 decodes at context 3,000
     // (17 %). Their launches take longer than their GPU work, and the lent
     // machines differ there (a 64-token prefill alone took 1.42 ms at 08:18,
