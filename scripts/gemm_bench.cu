@@ -16,21 +16,12 @@
 #include "kernels.cu"
 #include "attention.cu"
 #include "skinny_gemm.cu"
+#include "bench_graph.cuh"
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <vector>
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e = (x);                                                                   \
-        if (e != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));         \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 struct Shape {
     const char* name;
@@ -40,16 +31,6 @@ static const Shape SHAPES[] = {
     {"qkv", 4096, 1024}, {"o", 1024, 2048}, {"gate_up", 6144, 1024}, {"down", 1024, 3072}, {"lm_head", 151936, 1024}};
 static const int NSHAPES = 5, LAYERS = 28;
 static const size_t WS_BYTES = 32 << 20;
-
-__global__ void fill(bf16* p, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 13;
-        h *= 0x5bd1e995u;
-        h ^= h >> 15;
-        p[i] = __float2bfloat16(((h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-    }
-}
 
 static void skinny(cudaStream_t st, const bf16* x, const bf16* w, bf16* y, int m, int n, int k, bool pdl) {
     cudaLaunchConfig_t cfg = {};
@@ -66,31 +47,10 @@ static void skinny(cudaStream_t st, const bf16* x, const bf16* w, bf16* y, int m
     CK(cudaLaunchKernelEx(&cfg, f[(m + 15) / 16 - 1], x, w, (void*)y, m, n, k, 0));
 }
 
-// Median microseconds per call of `call(layer)` over 28 layers in one graph.
-static double time_graph(cudaStream_t st, const std::function<void(int)>& call) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int l = 0; l < LAYERS; l++) call(l);
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    std::vector<float> ts;
-    for (int r = 0; r < 25; r++) {
-        cudaEventRecord(e0, st);
-        cudaGraphLaunch(ge, st);
-        cudaEventRecord(e1, st);
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (r >= 5) ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    return ts[ts.size() / 2] * 1000.0 / LAYERS;
+// Median microseconds per call of `call(layer)` over 28 layers in one graph (20 launches after 5).
+template <typename F>
+static double time_graph(cudaStream_t st, F&& call) {
+    return time_graph(st, call, LAYERS, 20, 5);
 }
 
 static double max_rel_diff(const bf16* a_d, const bf16* b_d, size_t n) {
@@ -108,16 +68,11 @@ static double max_rel_diff(const bf16* a_d, const bf16* b_d, size_t n) {
 int main(int argc, char** argv) {
     // An optional row count: only that one (a quicker run).
     const int only_m = argc > 1 ? atoi(argv[1]) : 0;
-    cublasHandle_t h;
-    cublasCreate(&h);
-    cublasLtHandle_t lt;
-    cublasLtCreate(&lt);
-    cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cublasSetStream(h, st);
-    void* ws;
-    CK(cudaMalloc(&ws, WS_BYTES));
-    cublasSetWorkspace(h, ws, WS_BYTES);
+    const Blas b = blas_setup(WS_BYTES);
+    cublasHandle_t h = b.h;
+    cublasLtHandle_t lt = b.lt;
+    cudaStream_t st = b.st;
+    void* ws = b.ws;
     std::vector<bf16*> wts(LAYERS * NSHAPES);
     for (int l = 0; l < LAYERS; l++)
         for (int s = 0; s < NSHAPES; s++) {

@@ -10,21 +10,11 @@
 //   ./gemm_lt_search [ROWS] > gemm_lt_search.csv
 #include <cublasLt.h>
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
+#include "bench_graph.cuh"
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <vector>
-
-#define CK(x)                                                                          \
-    do {                                                                               \
-        cudaError_t e = (x);                                                           \
-        if (e != cudaSuccess) {                                                        \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 typedef __nv_bfloat16 bf16;
 static const int LAYERS = 28;
@@ -42,51 +32,11 @@ static const Shape SHAPES[] = {{"qkv", 4096, 1024, 1, false},    {"gate_up", 614
                                {"o", 1024, 2048, 1, false},       {"down", 1024, 3072, 1, false},
                                {"lm_head", 151936, 1024, 1, true}};
 
-__global__ void fill(bf16* p, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 13;
-        h *= 0x5bd1e995u;
-        h ^= h >> 15;
-        p[i] = __float2bfloat16(((h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-    }
-}
-
-// Median microseconds per call of `call(layer)` over 28 layers in one graph; -1 if it failed.
-static double time_graph(cudaStream_t st, const std::function<bool(int)>& call, int reps) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    bool ok = true;
-    for (int l = 0; l < LAYERS; l++) ok = ok && call(l);
-    if (cudaStreamEndCapture(st, &g) != cudaSuccess) {
-        cudaGetLastError();
-        return -1;
-    }
-    if (!ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-        cudaGraphDestroy(g);
-        cudaGetLastError();
-        return -1;
-    }
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    std::vector<float> ts;
-    for (int r = 0; r < reps + 2; r++) {
-        cudaEventRecord(e0, st);
-        cudaGraphLaunch(ge, st);
-        cudaEventRecord(e1, st);
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (r >= 2) ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    return ts[ts.size() / 2] * 1000.0 / LAYERS;
+// Median microseconds per call of `call(layer)` over 28 layers in one graph (`reps` launches
+// after 2); -1 if it failed.
+template <typename F>
+static double time_graph(cudaStream_t st, F&& call, int reps) {
+    return time_graph(st, call, LAYERS, reps, 2);
 }
 
 template <typename T>
@@ -132,16 +82,11 @@ int main(int argc, char** argv) {
     const int m = argc > 1 ? atoi(argv[1]) : 64;
     // Candidates timed per shape at most (the LM head a third: each of its candidates takes 28 x 0.09 ms).
     const int budget_arg = argc > 2 ? atoi(argv[2]) : 3000;
-    cublasHandle_t h;
-    cublasCreate(&h);
-    cublasLtHandle_t lt;
-    cublasLtCreate(&lt);
-    cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cublasSetStream(h, st);
-    void* ws;
-    CK(cudaMalloc(&ws, WS_BYTES));
-    cublasSetWorkspace(h, ws, WS_BYTES);
+    const Blas b = blas_setup(WS_BYTES);
+    cublasHandle_t h = b.h;
+    cublasLtHandle_t lt = b.lt;
+    cudaStream_t st = b.st;
+    void* ws = b.ws;
     bf16 *x, *y;
     float* yf;
     CK(cudaMalloc(&x, (size_t)m * 3072 * 2));
