@@ -198,21 +198,24 @@ pub(crate) fn write_gemm_tuning(
     run: &Run,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut csv =
-        String::from("m,n,k,splits,gemm_ex_us,best_lt_us,best_lt_rank,offers,chosen,date\n");
+        String::from("m,n,k,splits,gemm_ex_us,best_lt_us,best_lt_rank,offers,chosen,error,date\n");
+    let us = |v: Option<f64>| v.map(|u| format!("{u:.3}")).unwrap_or_default();
     for t in r.gemm_tune_reports() {
-        let opt = |v: Option<String>| v.unwrap_or_default();
+        // The error text goes in as one field: commas and quotes would split it.
+        let error = t.error.unwrap_or_default().replace([',', '"', '\n'], " ");
         let _ = writeln!(
             csv,
-            "{},{},{},{},{:.3},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{}",
             t.m,
             t.n,
             t.k,
             t.splits,
-            t.gemm_ex_us,
-            opt(t.best_lt_us.map(|u| format!("{u:.3}"))),
-            opt(t.best_lt_rank.map(|k| k.to_string())),
+            us(t.gemm_ex_us),
+            us(t.best_lt_us),
+            t.best_lt_rank.map(|k| k.to_string()).unwrap_or_default(),
             t.offers,
             t.chosen,
+            error,
             run.date
         );
     }

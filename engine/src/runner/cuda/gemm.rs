@@ -220,54 +220,84 @@ impl Gemm {
 
     /// Tunes every shape noted since the last call (gemm_lt.rs): times
     /// cuBLAS and each cuBLASLt heuristic offer over [`TUNE_CALLS`] calls in a
-    /// graph and installs the fastest. Runs work on the stream and waits for it.
-    pub fn tune_noted(&self) -> Result<(), RunnerError> {
+    /// graph and installs the fastest. Runs work on the stream and waits for
+    /// it. A shape whose tuning fails keeps `cublasGemmEx` (the report says
+    /// why): tuning is an optimisation, and must not stop a step.
+    pub fn tune_noted(&self) {
         for (key, calls) in self.lt.take_noted() {
-            let descs = LtDescs::new(&key)?;
-            let offers = descs.offers(self.lt.handle, WORKSPACE_BYTES)?;
-            let cublas = |a: &GemmArgs| match key.splits {
-                1 => self.gemm_ex(a),
-                s => self.gemm_batched(a, s),
+            let (plan, report) = match self.tune_shape(&key, &calls) {
+                Ok(tuned) => tuned,
+                Err(e) => (
+                    None,
+                    GemmTuneReport {
+                        m: key.m,
+                        n: key.n,
+                        k: key.k,
+                        splits: key.splits,
+                        gemm_ex_us: None,
+                        best_lt_us: None,
+                        best_lt_rank: None,
+                        offers: 0,
+                        chosen: "cublas",
+                        error: Some(e.to_string()),
+                    },
+                ),
             };
-            let gemm_ex_us = self.time_calls(&calls, &cublas)?.ok_or_else(|| {
-                RunnerError::Device(format!("GEMM tuning: cuBLAS failed for {key:?}"))
-            })?;
-            let mut best: Option<(f64, usize)> = None;
-            for (rank, algo) in offers.iter().enumerate() {
-                let run = |a: &GemmArgs| {
-                    descs.matmul(
-                        self.lt.handle,
-                        algo,
-                        a,
-                        self.lt_workspace(),
-                        self.lt_stream(),
-                    )
-                };
-                if let Some(us) = self.time_calls(&calls, &run)? {
-                    if best.is_none_or(|(b, _)| us < b) {
-                        best = Some((us, rank));
-                    }
-                }
-            }
-            let wins = best.filter(|&(us, _)| us < gemm_ex_us * (1.0 - LtGemms::min_gain()));
-            self.lt.reports.borrow_mut().push(GemmTuneReport {
-                m: key.m,
-                n: key.n,
-                k: key.k,
-                splits: key.splits,
-                gemm_ex_us,
-                best_lt_us: best.map(|b| b.0),
-                best_lt_rank: best.map(|b| b.1),
-                offers: offers.len(),
-                chosen: if wins.is_some() { "cublaslt" } else { "cublas" },
-            });
-            let plan = wins.map(|(_, rank)| LtPlan {
-                descs,
-                algo: offers[rank],
-            });
+            self.lt.reports.borrow_mut().push(report);
             self.lt.install(key, plan);
         }
-        Ok(())
+    }
+
+    /// The plan for one shape (`None`: `cublasGemmEx` stays) and what was measured.
+    fn tune_shape(
+        &self,
+        key: &GemmKey,
+        calls: &[GemmArgs],
+    ) -> Result<(Option<LtPlan>, GemmTuneReport), RunnerError> {
+        let descs = LtDescs::new(key)?;
+        let offers = descs.offers(self.lt.handle, WORKSPACE_BYTES)?;
+        let cublas = |a: &GemmArgs| match key.splits {
+            1 => self.gemm_ex(a),
+            s => self.gemm_batched(a, s),
+        };
+        let gemm_ex_us = self
+            .time_calls(calls, &cublas)?
+            .ok_or_else(|| RunnerError::Device(format!("cuBLAS failed for {key:?}")))?;
+        let mut best: Option<(f64, usize)> = None;
+        for (rank, algo) in offers.iter().enumerate() {
+            let run = |a: &GemmArgs| {
+                descs.matmul(
+                    self.lt.handle,
+                    algo,
+                    a,
+                    self.lt_workspace(),
+                    self.lt_stream(),
+                )
+            };
+            if let Some(us) = self.time_calls(calls, &run)? {
+                if best.is_none_or(|(b, _)| us < b) {
+                    best = Some((us, rank));
+                }
+            }
+        }
+        let wins = best.filter(|&(us, _)| us < gemm_ex_us * (1.0 - LtGemms::min_gain()));
+        let report = GemmTuneReport {
+            m: key.m,
+            n: key.n,
+            k: key.k,
+            splits: key.splits,
+            gemm_ex_us: Some(gemm_ex_us),
+            best_lt_us: best.map(|b| b.0),
+            best_lt_rank: best.map(|b| b.1),
+            offers: offers.len(),
+            chosen: if wins.is_some() { "cublaslt" } else { "cublas" },
+            error: None,
+        };
+        let plan = wins.map(|(_, rank)| LtPlan {
+            descs,
+            algo: offers[rank],
+        });
+        Ok((plan, report))
     }
 
     /// Median µs per call of `run` over [`TUNE_CALLS`] calls (cycling through

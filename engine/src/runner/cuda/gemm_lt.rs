@@ -68,12 +68,15 @@ pub struct GemmTuneReport {
     pub n: usize,
     pub k: usize,
     pub splits: usize,
-    pub gemm_ex_us: f64,
+    /// `None` when the tuning failed (see `error`).
+    pub gemm_ex_us: Option<f64>,
     /// The fastest heuristic offer, if any, and its rank among the offers.
     pub best_lt_us: Option<f64>,
     pub best_lt_rank: Option<usize>,
     pub offers: usize,
     pub chosen: &'static str,
+    /// Why the shape kept `cublasGemmEx` without being measured.
+    pub error: Option<String>,
 }
 
 /// Notes one call of shape `key`: each shape keeps its calls with distinct

@@ -101,11 +101,15 @@ pub(super) fn check_gemm_lt(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         g.lt.set_noting(true);
         run(&a)?;
         g.lt.set_noting(false);
-        g.tune_noted()?;
+        g.tune_noted();
         run(&a)?;
         collect(c)?;
     }
-    let chosen: Vec<&str> = g.tune_reports().iter().map(|r| r.chosen).collect();
+    let reports = g.tune_reports();
+    if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(RunnerError::Device(format!("GEMM tuning failed: {e}")));
+    }
+    let chosen: Vec<&str> = reports.iter().map(|r| r.chosen).collect();
     Ok(compare(
         "gemm (cuBLASLt)",
         &got_all,
