@@ -21,6 +21,8 @@
 //! Every part runs even when an earlier one fails; the exit code is non-zero
 //! when any check failed.
 
+#[path = "../shared/cli_args.rs"]
+mod cli_args;
 mod compare;
 mod driver;
 mod engine_e2e;
@@ -252,8 +254,19 @@ fn error_paths() -> bool {
     ok
 }
 
+/// Options that take a value, and those that do not.
+const VALUE_OPTIONS: [&str; 5] = ["--out", "--steps", "--models", "--hf", "--hf-budget"];
+const FLAGS: [&str; 5] = ["--quick", "--errors", "--engine", "--cpu", "--all"];
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = |e: String| -> ! {
+        eprintln!("{e}");
+        std::process::exit(2);
+    };
+    if let Err(e) = cli_args::check_args(&args, &VALUE_OPTIONS, &FLAGS) {
+        usage(e);
+    }
     let flag = |f: &str| args.iter().any(|a| a == f);
     let value = |f: &str| {
         args.iter()
@@ -274,6 +287,17 @@ fn main() {
     // The token budget per step of the transformers comparison. By default every prompt is
     // prefilled in one step, as transformers does; a small budget (64) also chunks the prefills.
     let hf_budget = value("--hf-budget").map(|_| number("--hf-budget", 0));
+    let parts = ["--quick", "--errors", "--engine", "--cpu", "--all"];
+    if !parts.iter().any(|p| flag(p)) && value("--hf").is_none() {
+        // Nothing would run, and "ALL PASS" would claim what was not checked.
+        usage(
+            "nothing to check: give --quick, --errors, --engine, --cpu, --hf DIR[,DIR...] or --all"
+                .into(),
+        );
+    }
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        usage(format!("cannot create --out {}: {e}", out.display()));
+    }
     let date = engine::date::utc_now();
     let mut ok = true;
     if flag("--quick") || flag("--all") {

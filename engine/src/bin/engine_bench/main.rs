@@ -34,7 +34,11 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
+#[path = "../shared/cli_args.rs"]
+mod cli_args;
 mod tuning;
+
+use cli_args::check_args;
 
 const BLOCK_SIZE: usize = 16;
 const CONTEXT: usize = 300;
@@ -162,32 +166,9 @@ const FLAGS: [&str; 8] = [
     "--warm-graphs",
 ];
 
-/// Rejects an unknown option or a missing value before the runner's slow start.
-fn check_args(args: &[String]) -> Result<(), String> {
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        if VALUE_OPTIONS.contains(&a) {
-            if args.get(i + 1).is_none_or(|v| v.starts_with("--")) {
-                return Err(format!("{a} needs a value"));
-            }
-            i += 2;
-        } else if FLAGS.contains(&a) {
-            i += 1;
-        } else {
-            return Err(format!(
-                "unknown option {a}; options: {} (with a value), {}",
-                VALUE_OPTIONS.join(" "),
-                FLAGS.join(" ")
-            ));
-        }
-    }
-    Ok(())
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    check_args(&args)?;
+    check_args(&args, &VALUE_OPTIONS, &FLAGS)?;
     let value = |f: &str| {
         args.iter()
             .position(|a| a == f)
@@ -349,25 +330,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(out.join(name), &csv)?;
     print!("{csv}");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::check_args;
-
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    #[test]
-    fn options_are_checked_before_the_runner_starts() {
-        assert!(check_args(&args("--out dir --only-decode 64 --warm-graphs")).is_ok());
-        assert!(check_args(&args("--no-gemm-tuning --tune --profile")).is_ok());
-        let e = check_args(&args("--only-decode 64 --warm-graph")).unwrap_err();
-        assert!(e.contains("unknown option --warm-graph"), "{e}");
-        let e = check_args(&args("--only-decode")).unwrap_err();
-        assert_eq!(e, "--only-decode needs a value");
-        let e = check_args(&args("--out --tune")).unwrap_err();
-        assert_eq!(e, "--out needs a value");
-    }
 }
