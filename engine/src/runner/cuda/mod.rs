@@ -18,7 +18,9 @@
 //! a skinny tensor-core kernel for small products and cuBLAS otherwise, with
 //! row counts padded into few classes (linear.rs); the O and down products of
 //! 17–256 rows run split over K into fp32 partials that the next fused norm
-//! adds up. In decode-only steps of up to 24 sequences the runner's own
+//! adds up. Before a decode graph is captured, each of its cuBLAS shapes is
+//! timed against cuBLASLt's heuristic offers and runs the fastest (gemm_lt.rs;
+//! [`CudaRunner::set_gemm_tuning`]). In decode-only steps of up to 24 sequences the runner's own
 //! kernels are programmatic dependent launches (forward.rs). The KV
 //! cache holds `num_kv_blocks()` blocks (block 0, the null block, included),
 //! either as configured or as many as `gpu_memory_utilization` leaves room for.
