@@ -267,13 +267,8 @@ fn main() {
     if let Err(e) = cli_args::check_args(&args, &VALUE_OPTIONS, &FLAGS) {
         usage(e);
     }
-    let flag = |f: &str| args.iter().any(|a| a == f);
-    let value = |f: &str| {
-        args.iter()
-            .position(|a| a == f)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let flag = |f: &str| cli_args::flag(&args, f);
+    let value = |f: &str| cli_args::value(&args, f);
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
     let number = |f: &str, default: usize| match value(f).map(|v| v.parse::<usize>()) {
         None => default,
@@ -287,8 +282,8 @@ fn main() {
     // The token budget per step of the transformers comparison. By default every prompt is
     // prefilled in one step, as transformers does; a small budget (64) also chunks the prefills.
     let hf_budget = value("--hf-budget").map(|_| number("--hf-budget", 0));
-    let parts = ["--quick", "--errors", "--engine", "--cpu", "--all"];
-    if !parts.iter().any(|p| flag(p)) && value("--hf").is_none() {
+    // Every flag selects a part to run.
+    if !FLAGS.iter().any(|p| flag(p)) && value("--hf").is_none() {
         // Nothing would run, and "ALL PASS" would claim what was not checked.
         usage(
             "nothing to check: give --quick, --errors, --engine, --cpu, --hf DIR[,DIR...] or --all"

@@ -38,8 +38,6 @@ use std::time::Instant;
 mod cli_args;
 mod tuning;
 
-use cli_args::check_args;
-
 const BLOCK_SIZE: usize = 16;
 const CONTEXT: usize = 300;
 const DECODE_WARMUP: usize = 5;
@@ -168,13 +166,9 @@ const FLAGS: [&str; 8] = [
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    check_args(&args, &VALUE_OPTIONS, &FLAGS)?;
-    let value = |f: &str| {
-        args.iter()
-            .position(|a| a == f)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    cli_args::check_args(&args, &VALUE_OPTIONS, &FLAGS)?;
+    let flag = |f: &str| cli_args::flag(&args, f);
+    let value = |f: &str| cli_args::value(&args, f);
     // `--only-decode B [--decode-kernel NAME] [--split-target WARPS]`, checked before the
     // runner's slow start.
     let only_decode: Option<usize> = value("--only-decode")
@@ -202,7 +196,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|_| format!("--split-target takes a warp count, not {t}"))
         })
         .transpose()?;
-    let warm_graphs = args.iter().any(|a| a == "--warm-graphs");
+    let warm_graphs = flag("--warm-graphs");
     if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some() || warm_graphs)
     {
         return Err(
@@ -220,7 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?;
     let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
     let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
-    let eager = args.iter().any(|a| a == "--eager");
+    let eager = flag("--eager");
     let cfg = Qwen3Config::preset(&model)?;
     let t = Instant::now();
     let w = Qwen3Weights::synthetic(&cfg, 42);
@@ -246,10 +240,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if split_k.is_some() {
         r.set_split_k(split_k);
     }
-    if args.iter().any(|a| a == "--no-pdl") {
+    if flag("--no-pdl") {
         r.set_use_pdl(false);
     }
-    let gemm_tuning = !args.iter().any(|a| a == "--no-gemm-tuning");
+    let gemm_tuning = !flag("--no-gemm-tuning");
     r.set_gemm_tuning(gemm_tuning);
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
@@ -307,16 +301,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out: &out,
         date: &date,
     };
-    if args.iter().any(|a| a == "--tune") {
+    if flag("--tune") {
         tuning::tune(&mut r, &run)?;
     }
-    if args.iter().any(|a| a == "--pdl-sweep") {
+    if flag("--pdl-sweep") {
         tuning::pdl_sweep(&mut r, &run)?;
     }
-    if args.iter().any(|a| a == "--split-sweep") {
+    if flag("--split-sweep") {
         tuning::split_sweep(&mut r, &run)?;
     }
-    if args.iter().any(|a| a == "--profile") {
+    if flag("--profile") {
         tuning::profile(&mut r, &run)?;
     }
     if gemm_tuning {

@@ -1,7 +1,20 @@
-//! Option checking shared by the engine's GPU tools (`engine-bench`,
+//! Option parsing shared by the engine's GPU tools (`engine-bench`,
 //! `cuda-check`; included with `#[path]`): an unknown option, or a value
 //! option without its value, is an error that lists the options, given before
-//! any slow start.
+//! any slow start; then [`flag`] and [`value`] read the checked arguments.
+
+/// Whether the flag `name` was given.
+pub fn flag(args: &[String], name: &str) -> bool {
+    args.iter().any(|a| a == name)
+}
+
+/// The value given after the option `name`, if it was given.
+pub fn value(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
 
 /// `Ok` when every argument is one of `flags`, or one of `value_options`
 /// followed by a value (an argument that does not start with `--`).
@@ -29,7 +42,7 @@ pub fn check_args(args: &[String], value_options: &[&str], flags: &[&str]) -> Re
 
 #[cfg(test)]
 mod tests {
-    use super::check_args;
+    use super::{check_args, flag, value};
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -53,5 +66,13 @@ mod tests {
         assert_eq!(check("--out --tune").unwrap_err(), "--out needs a value");
         // A stray value is not an option.
         assert!(check("64").unwrap_err().starts_with("unknown option 64"));
+    }
+
+    #[test]
+    fn flags_and_values_are_read_by_name() {
+        let a = args("--out dir --tune");
+        assert!(flag(&a, "--tune") && !flag(&a, "--warm-graphs"));
+        assert_eq!(value(&a, "--out").as_deref(), Some("dir"));
+        assert_eq!(value(&a, "--only-decode"), None);
     }
 }
