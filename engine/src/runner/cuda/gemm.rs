@@ -12,7 +12,7 @@
 //! fastest for it instead of `cublasGemmEx` (gemm_lt.rs).
 
 use super::device::{dev_err, DeviceBuffer};
-use super::gemm_lt::{GemmKey, GemmTuneReport, LtDescs, LtGemms, LtPlan, TUNE_CALLS};
+use super::gemm_lt::{GemmKey, GemmTuneReport, LtDescs, LtGemms, LtPlan, MIN_GAIN, TUNE_CALLS};
 use crate::runner::RunnerError;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas_result, sys as blas_sys, CudaBlas};
@@ -79,28 +79,35 @@ impl Gemm {
             return Ok(());
         }
         let key = GemmKey::of(a, splits);
-        let lt_run = |p: &LtPlan| {
-            p.descs.matmul(
-                self.lt.handle,
-                &p.algo,
-                a,
-                self.lt_workspace(),
-                self.lt_stream(),
-            )
-        };
-        match self.lt.with_plan(&key, a, lt_run) {
-            Some(done) => done,
-            None if splits > 1 => self.gemm_batched(a, splits),
-            None => self.gemm_ex(a),
+        self.lt
+            .with_plan(&key, a, |p| self.lt_matmul(&p.descs, &p.algo, a))
+            .unwrap_or_else(|| self.cublas(a, splits))
+    }
+
+    /// `a` through cuBLAS: one GEMM, or strided batches over `splits` slices of K.
+    fn cublas(&self, a: &GemmArgs, splits: usize) -> Result<(), RunnerError> {
+        if splits > 1 {
+            self.gemm_batched(a, splits)
+        } else {
+            self.gemm_ex(a)
         }
     }
 
-    fn lt_workspace(&self) -> (u64, usize) {
-        (self.workspace.ptr, WORKSPACE_BYTES)
-    }
-
-    fn lt_stream(&self) -> cudarc::cublaslt::sys::cudaStream_t {
-        self.stream.cu_stream() as _
+    /// Enqueues `a` with the cuBLASLt algorithm `algo` of its shape's `descs`.
+    fn lt_matmul(
+        &self,
+        descs: &LtDescs,
+        algo: &cudarc::cublaslt::sys::cublasLtMatmulAlgo_t,
+        a: &GemmArgs,
+    ) -> Result<(), RunnerError> {
+        let workspace = (self.workspace.ptr, WORKSPACE_BYTES);
+        descs.matmul(
+            self.lt.handle,
+            algo,
+            a,
+            workspace,
+            self.stream.cu_stream() as _,
+        )
     }
 
     fn gemm_ex(&self, a: &GemmArgs) -> Result<(), RunnerError> {
@@ -225,24 +232,13 @@ impl Gemm {
     /// why): tuning is an optimisation, and must not stop a step.
     pub fn tune_noted(&self) {
         for (key, calls) in self.lt.take_noted() {
-            let (plan, report) = match self.tune_shape(&key, &calls) {
-                Ok(tuned) => tuned,
-                Err(e) => (
-                    None,
-                    GemmTuneReport {
-                        m: key.m,
-                        n: key.n,
-                        k: key.k,
-                        splits: key.splits,
-                        gemm_ex_us: None,
-                        best_lt_us: None,
-                        best_lt_rank: None,
-                        offers: 0,
-                        chosen: "cublas",
-                        error: Some(e.to_string()),
-                    },
-                ),
-            };
+            let (plan, report) = self.tune_shape(&key, &calls).unwrap_or_else(|e| {
+                let failed = GemmTuneReport {
+                    error: Some(e.to_string()),
+                    ..GemmTuneReport::unmeasured(&key)
+                };
+                (None, failed)
+            });
             self.lt.reports.borrow_mut().push(report);
             self.lt.install(key, plan);
         }
@@ -256,42 +252,25 @@ impl Gemm {
     ) -> Result<(Option<LtPlan>, GemmTuneReport), RunnerError> {
         let descs = LtDescs::new(key)?;
         let offers = descs.offers(self.lt.handle, WORKSPACE_BYTES)?;
-        let cublas = |a: &GemmArgs| match key.splits {
-            1 => self.gemm_ex(a),
-            s => self.gemm_batched(a, s),
-        };
         let gemm_ex_us = self
-            .time_calls(calls, &cublas)?
+            .time_calls(calls, &|a| self.cublas(a, key.splits))?
             .ok_or_else(|| RunnerError::Device(format!("cuBLAS failed for {key:?}")))?;
         let mut best: Option<(f64, usize)> = None;
         for (rank, algo) in offers.iter().enumerate() {
-            let run = |a: &GemmArgs| {
-                descs.matmul(
-                    self.lt.handle,
-                    algo,
-                    a,
-                    self.lt_workspace(),
-                    self.lt_stream(),
-                )
-            };
-            if let Some(us) = self.time_calls(calls, &run)? {
+            if let Some(us) = self.time_calls(calls, &|a| self.lt_matmul(&descs, algo, a))? {
                 if best.is_none_or(|(b, _)| us < b) {
                     best = Some((us, rank));
                 }
             }
         }
-        let wins = best.filter(|&(us, _)| us < gemm_ex_us * (1.0 - LtGemms::min_gain()));
+        let wins = best.filter(|&(us, _)| us < gemm_ex_us * (1.0 - MIN_GAIN));
         let report = GemmTuneReport {
-            m: key.m,
-            n: key.n,
-            k: key.k,
-            splits: key.splits,
             gemm_ex_us: Some(gemm_ex_us),
             best_lt_us: best.map(|b| b.0),
             best_lt_rank: best.map(|b| b.1),
             offers: offers.len(),
             chosen: if wins.is_some() { "cublaslt" } else { "cublas" },
-            error: None,
+            ..GemmTuneReport::unmeasured(key)
         };
         let plan = wins.map(|(_, rank)| LtPlan {
             descs,
@@ -351,13 +330,7 @@ impl Gemm {
         let Some(algo) = offers.get(rank) else {
             return Ok(false);
         };
-        descs.matmul(
-            self.lt.handle,
-            algo,
-            a,
-            self.lt_workspace(),
-            self.lt_stream(),
-        )?;
+        self.lt_matmul(&descs, algo, a)?;
         Ok(true)
     }
 

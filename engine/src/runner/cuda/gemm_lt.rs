@@ -36,7 +36,7 @@ use std::collections::HashMap;
 pub(crate) const TUNE_CALLS: usize = 28;
 /// A cuBLASLt algorithm replaces `cublasGemmEx` only when this much faster:
 /// closer than that is run-to-run noise.
-const MIN_GAIN: f64 = 0.01;
+pub(crate) const MIN_GAIN: f64 = 0.01;
 
 /// One product shape: `y[m, n] = x[m, k] · w[n, k]ᵀ`, over `splits` slices of
 /// K written as strided fp32 partials when `splits > 1`.
@@ -77,6 +77,24 @@ pub struct GemmTuneReport {
     pub chosen: &'static str,
     /// Why the shape kept `cublasGemmEx` without being measured.
     pub error: Option<String>,
+}
+
+impl GemmTuneReport {
+    /// The report of shape `key` before anything is measured: it keeps `cublasGemmEx`.
+    pub(crate) fn unmeasured(key: &GemmKey) -> Self {
+        GemmTuneReport {
+            m: key.m,
+            n: key.n,
+            k: key.k,
+            splits: key.splits,
+            gemm_ex_us: None,
+            best_lt_us: None,
+            best_lt_rank: None,
+            offers: 0,
+            chosen: "cublas",
+            error: None,
+        }
+    }
 }
 
 /// Notes one call of shape `key`: each shape keeps its calls with distinct
@@ -154,10 +172,6 @@ impl LtGemms {
         None
     }
 
-    pub fn has_noted(&self) -> bool {
-        !self.noted.borrow().is_empty()
-    }
-
     pub fn take_noted(&self) -> Vec<(GemmKey, Vec<GemmArgs>)> {
         std::mem::take(&mut *self.noted.borrow_mut())
     }
@@ -172,10 +186,6 @@ impl LtGemms {
 
     pub fn enabled(&self) -> bool {
         self.enabled.get()
-    }
-
-    pub fn min_gain() -> f64 {
-        MIN_GAIN
     }
 }
 

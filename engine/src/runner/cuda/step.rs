@@ -150,14 +150,11 @@ impl CudaRunner {
     }
 
     /// Captures the forward pass of `lay` into a graph. With GEMM tuning on
-    /// ([`CudaRunner::set_gemm_tuning`]), the first capture notes the GEMM shapes not tuned yet; if there are
-    /// any, they are tuned (gemm_lt.rs) and the pass is captured again with
-    /// their plans.
+    /// ([`CudaRunner::set_gemm_tuning`]), the GEMM shapes not tuned yet are
+    /// noted first and tuned (gemm_lt.rs), so that the graph has their plans.
     fn capture(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
         self.note_gemms(lay, nsplit)?;
-        if self.gemm.lt.has_noted() {
-            self.gemm.tune_noted();
-        }
+        self.gemm.tune_noted();
         self.capture_once(lay, nsplit)
     }
 
