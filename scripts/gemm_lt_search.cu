@@ -1,7 +1,8 @@
 // cuBLASLt configuration search for Qwen3-0.6B's decode GEMMs on the H200 (built there with nvcc).
 // gemm_bench.cu times the algorithms cuBLASLt's heuristic offers; this one also walks every
-// algorithm id with each tile, stage count, split-K, reduction scheme and cluster shape that
-// cublasLtMatmulAlgoCheck accepts, to see how far the best configuration is from what the engine
+// algorithm id with each tile, stage count, custom option, split-K and reduction scheme that
+// cublasLtMatmulAlgoCheck accepts (the ids the heuristic offered with the whole budget, the others
+// with 40 candidates each), to see how far the best configuration is from what the engine
 // runs (cublasGemmEx, and for O and down the engine's strided-batched split-K with fp32 partials).
 // Every candidate is timed over 28 calls with their own weights in one CUDA graph (as in
 // gemm_bench), first briefly, then the best few again; the best are checked against cublasGemmEx.
