@@ -24,13 +24,6 @@ pub enum DecodeKernel {
     /// than the block kernels on the H200 at every batch size measured (results/h200/NOTES.md),
     /// so only `--tune` and the self-tests run it.
     MmaW4S3,
-    /// Tensor cores with the operands loaded from the cache straight into MMA fragments:
-    /// a block of 2, 4 or 8 warps per unit, a 16-key tile (8 KB) in flight per warp, no
-    /// shared-memory stages (decode_frag_attention.cu). Head dim 128, up to 8 query heads
-    /// per KV head.
-    FragW2,
-    FragW4,
-    FragW8,
 }
 
 /// Dynamic shared memory of the tensor-core decode kernels (`DM_SMEM_BYTES` in
@@ -53,15 +46,12 @@ enum Layout {
 }
 
 impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 8] = [
+    pub const ALL: [DecodeKernel; 5] = [
         DecodeKernel::Prefetch8,
         DecodeKernel::BlockW4U4,
         DecodeKernel::BlockW8U4,
         DecodeKernel::HeadsU4,
         DecodeKernel::MmaW4S3,
-        DecodeKernel::FragW2,
-        DecodeKernel::FragW4,
-        DecodeKernel::FragW8,
     ];
 
     /// The fastest kernel for `n_dec` decodes that handles the shape, from
@@ -90,9 +80,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
             DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
             DecodeKernel::MmaW4S3 => Layout::BlockPerUnit(4),
-            DecodeKernel::FragW2 => Layout::BlockPerUnit(2),
-            DecodeKernel::FragW4 => Layout::BlockPerUnit(4),
-            DecodeKernel::FragW8 => Layout::BlockPerUnit(8),
         }
     }
 
@@ -132,23 +119,11 @@ impl DecodeKernel {
             // registers, the group in one 16-row tile.
             return head_dim.is_multiple_of(16) && head_dim <= 128 && gqa_group <= 16;
         }
-        if self.is_frag() {
-            // DF_SUPPORTED: the fragment layouts are those of 128 dimensions, the group
-            // is the 8 columns of the MMA.
-            return head_dim == 128 && gqa_group <= 8 && fits(self.warps_per_unit());
-        }
         match self.layout() {
             Layout::WarpPerUnit => true,
             Layout::BlockPerUnit(w) => fits(w),
             Layout::BlockPerSplit => num_kv_heads <= 32 && fits(1),
         }
-    }
-
-    fn is_frag(self) -> bool {
-        matches!(
-            self,
-            DecodeKernel::FragW2 | DecodeKernel::FragW4 | DecodeKernel::FragW8
-        )
     }
 
     /// Whether the kernel can also do q/k-norm + RoPE + the KV-cache write of
@@ -165,9 +140,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
             DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
             DecodeKernel::MmaW4S3 => Some(&k.attn_decode_mma_w4s3_rope),
-            DecodeKernel::FragW2 => Some(&k.attn_decode_frag_w2_rope),
-            DecodeKernel::FragW4 => Some(&k.attn_decode_frag_w4_rope),
-            DecodeKernel::FragW8 => Some(&k.attn_decode_frag_w8_rope),
         }
     }
 
@@ -178,9 +150,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
             DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
             DecodeKernel::MmaW4S3 => &k.attn_decode_mma_w4s3,
-            DecodeKernel::FragW2 => &k.attn_decode_frag_w2,
-            DecodeKernel::FragW4 => &k.attn_decode_frag_w4,
-            DecodeKernel::FragW8 => &k.attn_decode_frag_w8,
         }
     }
 }

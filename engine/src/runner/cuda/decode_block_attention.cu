@@ -347,15 +347,13 @@ __device__ __forceinline__ void attn_decode_block_body(
 // DECODE_ENTRIES(NAME, THREADS, BODY, TEMPLATE_ARGS...): the pair of kernels NAME and NAME_rope
 // of a decode kernel family whose BODY<TEMPLATE_ARGS..., ROPE> takes DECODE_UNIT_PARAMS and a
 // RopeIn (decode_mma_attention.cu's family too).
-#define DECODE_ENTRIES(NAME, THREADS, BODY, ...) DECODE_ENTRIES_MINB(NAME, THREADS, 1, BODY, __VA_ARGS__)
-// The same with at least MINB blocks resident per SM (a register cap for ptxas).
-#define DECODE_ENTRIES_MINB(NAME, THREADS, MINB, BODY, ...)                                                   \
-    extern "C" __global__ void __launch_bounds__(THREADS, MINB) NAME(DECODE_UNIT_PARAMS, int n_units) {     \
+#define DECODE_ENTRIES(NAME, THREADS, BODY, ...)                                                              \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME(DECODE_UNIT_PARAMS, int n_units) {           \
         if ((int)blockIdx.x >= n_units) return;                                                             \
         const RopeIn none = {nullptr, nullptr, nullptr, nullptr, nullptr, 1, 0.0f};                          \
         BODY<__VA_ARGS__, false>(DECODE_UNIT_ARGS, none);                                                   \
     }                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(THREADS, MINB) NAME##_rope(                                \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME##_rope(                                      \
         DECODE_UNIT_PARAMS, int n_units, const bf16* __restrict__ q_norm, const bf16* __restrict__ k_norm,  \
         const float* __restrict__ cos_t, const float* __restrict__ sin_t, const int* __restrict__ slots,    \
         int max_pos, float eps) {                                                                           \

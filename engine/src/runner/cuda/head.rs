@@ -55,22 +55,14 @@ impl CudaRunner {
                 m: ns,
                 n: c.vocab_size,
                 k: c.hidden_size,
-                out: if self.bf16_logits {
-                    OutType::Bf16
-                } else {
-                    OutType::F32
-                },
+                out: OutType::F32,
             },
             SKIP_HEAD,
         )?;
         self.launch_in(
             pdl,
             SKIP_HEAD,
-            if self.bf16_logits {
-                &self.kernels.argmax_rows_bf16
-            } else {
-                &self.kernels.argmax_rows
-            },
+            &self.kernels.argmax_rows,
             "argmax_rows",
             (c.vocab_size.div_ceil(ARGMAX_CHUNK) as u32, ns as u32, 1),
             256,

@@ -247,58 +247,29 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
     bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
     return ((unsigned long long)bits << 32) | (unsigned long long)(0xffffffffu - (unsigned int)i);
 }
-// Block (x, y) scans logits [x * 4096, x * 4096 + 4096) of row y: fp32 logits a strided
-// element per thread and turn; bf16 logits 8 consecutive elements (one 16-byte load) per
-// thread and turn when the row is 16-byte aligned (vocab % 8 == 0), else one per thread.
-template <typename T>
-__device__ __forceinline__ void argmax_scan(const T* __restrict__ row, int vocab, float& bv, int& bi) {
-    const int chunk0 = blockIdx.x * ARGMAX_THREADS * ARGMAX_PER_THREAD;
-    if constexpr (sizeof(T) == 2) {
-        if (vocab % 8 == 0) {
-#pragma unroll
-            for (int j = 0; j < ARGMAX_PER_THREAD / 8; j++) {
-                const int i0 = chunk0 + (j * ARGMAX_THREADS + threadIdx.x) * 8;
-                if (i0 < vocab) {
-                    const uint4 u = *reinterpret_cast<const uint4*>(row + i0);
-                    const u32 w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-                    for (int e = 0; e < 8; e++) {
-                        const float v = __bfloat162float(reinterpret_cast<const bf16*>(w)[e]);
-                        if (argmax_better(v, i0 + e, bv, bi)) {
-                            bv = v;
-                            bi = i0 + e;
-                        }
-                    }
-                }
-            }
-            return;
-        }
-    }
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
+    argmax_rows(const float* __restrict__ logits, unsigned long long* __restrict__ best, int vocab) {
+    PDL_ENTER();
+    __shared__ float sv[ARGMAX_THREADS / 32];
+    __shared__ int si[ARGMAX_THREADS / 32];
+    const float* row = logits + (long long)blockIdx.y * vocab;
+    const int base = blockIdx.x * ARGMAX_THREADS * ARGMAX_PER_THREAD + threadIdx.x;
     float v[ARGMAX_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < ARGMAX_PER_THREAD; j++) {
-        const int i = chunk0 + threadIdx.x + j * ARGMAX_THREADS;
-        v[j] = i < vocab ? (float)row[i] : -INFINITY;
+        const int i = base + j * ARGMAX_THREADS;
+        v[j] = i < vocab ? row[i] : -INFINITY;
     }
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
 #pragma unroll
     for (int j = 0; j < ARGMAX_PER_THREAD; j++) {
-        const int i = chunk0 + threadIdx.x + j * ARGMAX_THREADS;
+        const int i = base + j * ARGMAX_THREADS;
         if (i < vocab && argmax_better(v[j], i, bv, bi)) {
             bv = v[j];
             bi = i;
         }
     }
-}
-
-template <typename T>
-__device__ __forceinline__ void argmax_rows_body(const T* __restrict__ logits, unsigned long long* __restrict__ best,
-                                                 int vocab) {
-    PDL_ENTER();
-    __shared__ float sv[ARGMAX_THREADS / 32];
-    __shared__ int si[ARGMAX_THREADS / 32];
-    float bv = -INFINITY;
-    int bi = 0x7fffffff;
-    argmax_scan<T>(logits + (long long)blockIdx.y * vocab, vocab, bv, bi);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
@@ -322,12 +293,4 @@ __device__ __forceinline__ void argmax_rows_body(const T* __restrict__ logits, u
             }
         if (bi != 0x7fffffff) atomicMax(best + blockIdx.y, argmax_key(bv, bi));
     }
-}
-extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
-    argmax_rows(const float* __restrict__ logits, unsigned long long* __restrict__ best, int vocab) {
-    argmax_rows_body<float>(logits, best, vocab);
-}
-extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
-    argmax_rows_bf16(const bf16* __restrict__ logits, unsigned long long* __restrict__ best, int vocab) {
-    argmax_rows_body<bf16>(logits, best, vocab);
 }

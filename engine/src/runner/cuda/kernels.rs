@@ -17,7 +17,6 @@ const ATTENTION_CU: &str = include_str!("attention.cu");
 const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
 const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
-const DECODE_FRAG_ATTENTION_CU: &str = include_str!("decode_frag_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
@@ -34,7 +33,6 @@ pub(crate) struct Kernels {
     pub qk_norm_rope_cache: CudaFunction,
     pub silu_mul: CudaFunction,
     pub argmax_rows: CudaFunction,
-    pub argmax_rows_bf16: CudaFunction,
     pub attn_prefill: CudaFunction,
     pub attn_decode: CudaFunction,
     pub attn_decode_block_w4u4: CudaFunction,
@@ -47,14 +45,6 @@ pub(crate) struct Kernels {
     /// with q/k-norm + RoPE + the KV-cache write fused.
     pub attn_decode_mma_w4s3: CudaFunction,
     pub attn_decode_mma_w4s3_rope: CudaFunction,
-    /// Tensor-core decode attention from registers (2, 4 or 8 warps), and the
-    /// same with q/k-norm + RoPE + the KV-cache write fused.
-    pub attn_decode_frag_w2: CudaFunction,
-    pub attn_decode_frag_w4: CudaFunction,
-    pub attn_decode_frag_w8: CudaFunction,
-    pub attn_decode_frag_w2_rope: CudaFunction,
-    pub attn_decode_frag_w4_rope: CudaFunction,
-    pub attn_decode_frag_w8_rope: CudaFunction,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -64,7 +54,7 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{DECODE_FRAG_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
@@ -153,7 +143,6 @@ impl Kernels {
             qk_norm_rope_cache: f("qk_norm_rope_cache")?,
             silu_mul: f("silu_mul")?,
             argmax_rows: f("argmax_rows")?,
-            argmax_rows_bf16: f("argmax_rows_bf16")?,
             attn_prefill,
             attn_decode: f("attn_decode")?,
             attn_decode_block_w4u4: f("attn_decode_block_w4u4")?,
@@ -164,12 +153,6 @@ impl Kernels {
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
             attn_decode_mma_w4s3: with_smem("attn_decode_mma_w4s3", mma_smem)?,
             attn_decode_mma_w4s3_rope: with_smem("attn_decode_mma_w4s3_rope", mma_smem)?,
-            attn_decode_frag_w2: f("attn_decode_frag_w2")?,
-            attn_decode_frag_w4: f("attn_decode_frag_w4")?,
-            attn_decode_frag_w8: f("attn_decode_frag_w8")?,
-            attn_decode_frag_w2_rope: f("attn_decode_frag_w2_rope")?,
-            attn_decode_frag_w4_rope: f("attn_decode_frag_w4_rope")?,
-            attn_decode_frag_w8_rope: f("attn_decode_frag_w8_rope")?,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
@@ -185,12 +168,11 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 26] = [
+        let named: [(&'static str, &CudaFunction); 19] = [
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
             ("silu_mul", &self.silu_mul),
             ("argmax_rows", &self.argmax_rows),
-            ("argmax_rows_bf16", &self.argmax_rows_bf16),
             ("attn_prefill", &self.attn_prefill),
             ("attn_decode", &self.attn_decode),
             ("attn_decode_block_w4u4", &self.attn_decode_block_w4u4),
@@ -207,12 +189,6 @@ impl Kernels {
             ("attn_decode_heads_u4_rope", &self.attn_decode_heads_u4_rope),
             ("attn_decode_mma_w4s3", &self.attn_decode_mma_w4s3),
             ("attn_decode_mma_w4s3_rope", &self.attn_decode_mma_w4s3_rope),
-            ("attn_decode_frag_w2", &self.attn_decode_frag_w2),
-            ("attn_decode_frag_w4", &self.attn_decode_frag_w4),
-            ("attn_decode_frag_w8", &self.attn_decode_frag_w8),
-            ("attn_decode_frag_w2_rope", &self.attn_decode_frag_w2_rope),
-            ("attn_decode_frag_w4_rope", &self.attn_decode_frag_w4_rope),
-            ("attn_decode_frag_w8_rope", &self.attn_decode_frag_w8_rope),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),

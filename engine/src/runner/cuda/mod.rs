@@ -165,8 +165,6 @@ pub struct CudaRunner {
     decode_target_warps: usize,
     use_pdl: bool,
     fuse_rope: bool,
-    /// The LM head writes bf16 logits (the model's dtype, as vLLM's does) rather than fp32.
-    bf16_logits: bool,
 }
 
 fn workspace(
@@ -323,7 +321,6 @@ impl CudaRunner {
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
             fuse_rope: true,
-            bf16_logits: false,
         })
     }
 

@@ -87,19 +87,9 @@ impl CudaRunner {
     /// step, in batch order. Copies from the device: not for the hot path.
     pub fn last_logits(&self) -> Result<Vec<Vec<f32>>, RunnerError> {
         let (n, v) = (self.last.num_sampled, self.cfg.vocab_size);
-        let host: Vec<f32> = if self.bf16_logits {
-            let mut raw = vec![0u16; n * v];
-            copy_dtoh_async(&mut raw, self.ws.logits.ptr, &self.stream)?;
-            device::sync(&self.stream)?;
-            raw.iter()
-                .map(|&b| f32::from_bits(u32::from(b) << 16))
-                .collect()
-        } else {
-            let mut host = vec![0f32; n * v];
-            copy_dtoh_async(&mut host, self.ws.logits.ptr, &self.stream)?;
-            device::sync(&self.stream)?;
-            host
-        };
+        let mut host = vec![0f32; n * v];
+        copy_dtoh_async(&mut host, self.ws.logits.ptr, &self.stream)?;
+        device::sync(&self.stream)?;
         Ok(host.chunks(v.max(1)).map(|c| c.to_vec()).collect())
     }
 

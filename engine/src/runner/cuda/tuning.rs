@@ -74,13 +74,6 @@ impl CudaRunner {
         self.graphs.clear();
     }
 
-    /// The LM head writes bf16 logits, which greedy sampling and
-    /// [`CudaRunner::last_logits`] read, or fp32 logits.
-    pub fn set_bf16_logits(&mut self, on: bool) {
-        self.bf16_logits = on;
-        self.graphs.clear();
-    }
-
     /// Tune the GEMMs of decode graphs before capturing them (default on:
     /// each shape runs the cuBLASLt algorithm measured fastest, gemm_lt.rs)
     /// or run `cublasGemmEx` everywhere (the plans tuned so far are kept for

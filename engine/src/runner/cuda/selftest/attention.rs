@@ -12,7 +12,7 @@ use crate::runner::RunnerError;
 
 /// The decode attention checks: (kernel, splits, with q/k-norm + RoPE fused).
 /// Kernels that do not support the shape are left out.
-pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 19] = [
+pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 13] = [
     (DecodeKernel::Prefetch8, 1, false),
     (DecodeKernel::Prefetch8, 7, false),
     (DecodeKernel::BlockW4U4, 1, false),
@@ -26,12 +26,6 @@ pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 19] = [
     (DecodeKernel::BlockW4U4, 1, true),
     (DecodeKernel::BlockW8U4, 3, true),
     (DecodeKernel::HeadsU4, 4, true),
-    (DecodeKernel::FragW4, 1, false),
-    (DecodeKernel::FragW4, 1, true),
-    (DecodeKernel::FragW2, 3, false),
-    (DecodeKernel::FragW2, 2, true),
-    (DecodeKernel::FragW8, 1, true),
-    (DecodeKernel::FragW8, 5, false),
 ];
 
 pub(super) fn check_attention(
