@@ -9,8 +9,9 @@
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--no-pdl]
 //! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
-//! [--pdl-sweep]
-//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs]]`:
+//! [--pdl-sweep] [--upload-graphs]
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs
+//! [--launch-buckets]]]`:
 //! - `--no-pdl`: no kernel is a programmatic dependent launch;
 //! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
 //!   otherwise the tuned shapes go to `gemm_tuning.csv`;
@@ -24,8 +25,12 @@
 //! - `--only-decode B`: times decode steps at batch B only (with the decode
 //!   attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
 //!   warps, where given) and writes nothing (a run to put under a profiler);
-//!   `--warm-graphs` first captures every bucket's graph, as real mode does
-//!   (on the H200 that made batch 64 about 5 % slower, results/h200/NOTES.md).
+//!   `--warm-graphs` first captures every bucket's graph, as real mode does,
+//!   and `--launch-buckets` then runs decode steps at every other bucket, so
+//!   that their graphs are launched (uploaded) before B's;
+//! - `--upload-graphs`: each decode graph is uploaded when captured (on the
+//!   H200 that made the graphs uploaded after the first few about 5 % slower,
+//!   results/h200/graph_instances.txt).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel, SPLIT_K_MAX};
@@ -153,7 +158,9 @@ const VALUE_OPTIONS: [&str; 6] = [
     "--decode-kernel",
     "--split-target",
 ];
-const FLAGS: [&str; 8] = [
+const FLAGS: [&str; 10] = [
+    "--upload-graphs",
+    "--launch-buckets",
     "--eager",
     "--no-pdl",
     "--no-gemm-tuning",
@@ -197,6 +204,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .transpose()?;
     let warm_graphs = flag("--warm-graphs");
+    let launch_buckets = flag("--launch-buckets");
+    if launch_buckets && !warm_graphs {
+        return Err("--launch-buckets applies to --only-decode B --warm-graphs runs only".into());
+    }
     if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some() || warm_graphs)
     {
         return Err(
@@ -240,6 +251,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if split_k.is_some() {
         r.set_split_k(split_k);
     }
+    if flag("--upload-graphs") {
+        r.set_upload_graphs(true);
+    }
     if flag("--no-pdl") {
         r.set_use_pdl(false);
     }
@@ -258,6 +272,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
         if warm_graphs {
             r.warm_up_graphs()?;
+        }
+        if launch_buckets {
+            for other in r.graph_buckets().into_iter().filter(|&o| o != b) {
+                decode(&mut r, other, cfg.vocab_size, budget)?;
+            }
         }
         let s = decode(&mut r, b, cfg.vocab_size, budget)?;
         println!(
