@@ -1,5 +1,5 @@
 //! The fit on the grid measured on the H200 (results/h200/calibration_samples.csv,
-//! 2026-11-30, ninth session): the committed measurements, refitted by the current code.
+//! 2026-11-30, tenth session): the committed measurements, refitted by the current code.
 
 use calibration::{fit, samples_from_csv, Grid, Provenance, Sample};
 use sim::{GpuSpec, ModelShape};
