@@ -165,7 +165,8 @@ impl CudaRunner {
     /// Captures the forward pass without instantiating it, only for the GEMM
     /// shapes it notes (gemm_lt.rs). A graph instantiated and thrown away
     /// here made the one captured after it run 0.08 ms slower at batch 64 on
-    /// the H200 (same kernels; results/h200/NOTES.md, ninth session).
+    /// the H200 while graphs were uploaded at capture (results/h200/NOTES.md,
+    /// ninth and tenth sessions); nothing here needs an instance.
     fn note_gemms(&self, lay: &StepLayout, nsplit: usize) -> Result<(), RunnerError> {
         if !self.gemm.lt.enabled() {
             return Ok(());
