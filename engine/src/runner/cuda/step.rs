@@ -53,20 +53,21 @@ impl CudaRunner {
         )
     }
 
-    /// The batch-size buckets that have a decode graph (those up to `max_num_seqs`).
-    pub fn graph_buckets(&self) -> Vec<usize> {
+    /// [`CudaRunner::graph_buckets`], smallest first, without a `Vec` (`bucket_for` runs every step).
+    fn buckets(&self) -> impl Iterator<Item = usize> + '_ {
         GRAPH_BUCKETS
             .iter()
             .copied()
             .filter(|&b| b <= self.limits.max_seqs)
-            .collect()
+    }
+
+    /// The batch-size buckets that have a decode graph (those up to `max_num_seqs`).
+    pub fn graph_buckets(&self) -> Vec<usize> {
+        self.buckets().collect()
     }
 
     fn bucket_for(&self, n: usize) -> Option<usize> {
-        GRAPH_BUCKETS
-            .iter()
-            .copied()
-            .find(|&b| b >= n && b <= self.limits.max_seqs)
+        self.buckets().find(|&b| b >= n)
     }
 
     /// Captures the decode graph of every batch-size bucket now, so that no
