@@ -11,6 +11,7 @@ use super::device::{launch_ex, Arg};
 use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
 use super::meta::StepLayout;
+use super::prefetch_gemm::Epilogue;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM};
 use crate::runner::RunnerError;
 
@@ -179,20 +180,18 @@ impl CudaRunner {
                     write_resid: true,
                 },
             )?;
-            self.linear(
-                pdl,
-                true,
-                &GemmArgs {
-                    x: ws.normed.ptr,
-                    w: lw.qkv.ptr,
-                    y: ws.qkv.ptr,
-                    m: t,
-                    n: qkv_dim,
-                    k: hdim,
-                    out: OutType::Bf16,
-                },
-                SKIP_GEMM,
-            )?;
+            let qkv = GemmArgs {
+                x: ws.normed.ptr,
+                w: lw.qkv.ptr,
+                y: ws.qkv.ptr,
+                m: t,
+                n: qkv_dim,
+                k: hdim,
+                out: OutType::Bf16,
+            };
+            if !self.try_prefetch_gemm(decode_only, &qkv, li, Epilogue::Plain, SKIP_GEMM)? {
+                self.linear(pdl, true, &qkv, SKIP_GEMM)?;
+            }
             let (kc, vc) = self.kv_layer_ptrs(li);
             let items = t * (nq + nkv);
             // In decode-only steps the attention kernel does q/k-norm + RoPE + the cache write.
@@ -305,37 +304,39 @@ impl CudaRunner {
                     write_resid: true,
                 },
             )?;
-            self.linear(
-                pdl,
-                true,
-                &GemmArgs {
-                    x: ws.normed.ptr,
-                    w: lw.gate_up.ptr,
-                    y: ws.gate_up.ptr,
-                    m: t,
-                    n: 2 * inter,
-                    k: hdim,
-                    out: OutType::Bf16,
-                },
-                SKIP_GEMM,
-            )?;
-            // silu_mul works on groups of 8 elements.
-            let total = (t * inter / 8) as i64;
-            self.launch_in(
-                pdl,
-                SKIP_ELEMENTWISE,
-                &k.silu_mul,
-                "silu_mul",
-                ((total as usize).div_ceil(256) as u32, 1, 1),
-                256,
-                0,
-                &[
-                    Arg::Ptr(ws.gate_up.ptr),
-                    Arg::Ptr(ws.act.ptr),
-                    Arg::I32(inter as i32),
-                    Arg::I64(total),
-                ],
-            )?;
+            let gate_up = GemmArgs {
+                x: ws.normed.ptr,
+                w: lw.gate_up.ptr,
+                y: ws.gate_up.ptr,
+                m: t,
+                n: 2 * inter,
+                k: hdim,
+                out: OutType::Bf16,
+            };
+            let fused = GemmArgs {
+                y: ws.act.ptr,
+                ..gate_up
+            };
+            if !self.try_prefetch_gemm(decode_only, &fused, li, Epilogue::SiluMul, SKIP_GEMM)? {
+                self.linear(pdl, true, &gate_up, SKIP_GEMM)?;
+                // silu_mul works on groups of 8 elements.
+                let total = (t * inter / 8) as i64;
+                self.launch_in(
+                    pdl,
+                    SKIP_ELEMENTWISE,
+                    &k.silu_mul,
+                    "silu_mul",
+                    ((total as usize).div_ceil(256) as u32, 1, 1),
+                    256,
+                    0,
+                    &[
+                        Arg::Ptr(ws.gate_up.ptr),
+                        Arg::Ptr(ws.act.ptr),
+                        Arg::I32(inter as i32),
+                        Arg::I64(total),
+                    ],
+                )?;
+            }
             delta = self.linear_residual(
                 pdl,
                 &GemmArgs {

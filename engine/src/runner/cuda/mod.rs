@@ -40,6 +40,7 @@ mod head;
 mod kernels;
 mod linear;
 mod meta;
+mod prefetch_gemm;
 mod selftest;
 mod step;
 mod tuning;
@@ -168,6 +169,11 @@ pub struct CudaRunner {
     /// Upload each decode graph to the device when it is captured (`cuGraphUpload`) rather
     /// than at its first launch (step.rs says why not by default).
     upload_graphs: bool,
+    /// QKV and gate-up (+ SiLU·mul) of decode-only steps by the prefetch GEMM
+    /// where it takes the shape (prefetch_gemm.rs), else cuBLAS.
+    use_prefetch_gemm: bool,
+    /// The QKV and gate-up weights tiled for the prefetch GEMM, on devices that run it.
+    prefetch_weights: Option<prefetch_gemm::PrefetchWeights>,
 }
 
 fn workspace(
@@ -239,6 +245,7 @@ impl CudaRunner {
         let kernels = Kernels::compile(&ctx, shape)?;
         let gemm = Gemm::new(&ctx, &stream)?;
         let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
+        let prefetch_weights = prefetch_gemm::tile_layers(&stream, &kernels, &dw, cfg)?;
 
         let max_seqs = rc.max_num_seqs;
         let graph_max = GRAPH_BUCKETS
@@ -325,6 +332,8 @@ impl CudaRunner {
             use_pdl: true,
             fuse_rope: true,
             upload_graphs: false,
+            use_prefetch_gemm: true,
+            prefetch_weights,
         })
     }
 
@@ -332,9 +341,9 @@ impl CudaRunner {
         &self.device_name
     }
 
-    /// Bytes of weights on the device.
+    /// Bytes of weights on the device, with the prefetch GEMM's tiled copies.
     pub fn weight_bytes(&self) -> usize {
-        self.weights.bytes
+        self.weights.bytes + self.prefetch_weights.as_ref().map_or(0, |p| p.bytes)
     }
 
     pub fn set_use_cuda_graphs(&mut self, on: bool) {

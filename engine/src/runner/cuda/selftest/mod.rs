@@ -19,10 +19,12 @@ mod attention;
 mod fused_rope;
 mod gemm;
 mod paged;
+mod prefetch;
 mod rope;
 use attention::{check_attention, DECODE_CHECKS};
 use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_gemm_lt, check_skinny, check_split_k_norm};
+use prefetch::check_prefetch_gemm;
 use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
@@ -145,8 +147,9 @@ pub fn kernel_self_test(
     };
     type CheckFn = Box<dyn Fn(&mut Ctx) -> Result<KernelCheck, RunnerError>>;
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 10] = [
         ("gemm", check_gemm),
+        ("prefetch_gemm", check_prefetch_gemm),
         ("gemm (cuBLASLt)", check_gemm_lt),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
