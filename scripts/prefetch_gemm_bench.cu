@@ -24,45 +24,46 @@ static const int LAYERS = 28, HID = 1024, INTER = 3072, QKV = 4096;
 
 template <int NH, int SILU, int SKIP>
 __global__ void __launch_bounds__(PG_THREADS, 1)
-    pg_variant(const bf16* X, const bf16* W, bf16* Y, int M, int N, int row_step, int seg1_off, int ldy) {
-    prefetch_gemm_body<NH, SILU, SKIP>(X, W, Y, M, N, row_step, seg1_off, ldy);
+    pg_variant(const bf16* X, const bf16* W, bf16* Y, int M, int row_step, int seg1_off, int ldy) {
+    prefetch_gemm_body<NH, SILU, SKIP>(X, W, Y, M, row_step, seg1_off, ldy);
 }
 
-typedef void (*PgFn)(const bf16*, const bf16*, bf16*, int, int, int, int, int);
+typedef void (*PgFn)(const bf16*, const bf16*, bf16*, int, int, int, int);
 
 struct Bufs {
     float* resid;
-    bf16 *gain, *normed, *gu_out, *act, *qkv_out;
+    bf16 *gain, *normed, *normed_t, *gu_out, *act, *qkv_out;
     bf16* w_gu[LAYERS];
     bf16* w_qkv[LAYERS];
     bf16* t_gu[LAYERS];  // tiled by tile_for_wgmma
     bf16* t_qkv[LAYERS];
 };
 
-static void norm(cudaStream_t st, const Bufs& b, int rows) {
-    add_rmsnorm<<<rows, 256, 0, st>>>(b.resid, nullptr, nullptr, 0, 0, b.gain, b.normed, nullptr, HID, 1e-6f, 0,
-                                      nullptr, nullptr);
+// The norm's output row-major (for cuBLAS) or tiled (for the prefetch GEMM).
+static void norm(cudaStream_t st, const Bufs& b, int rows, bool tiled = false) {
+    add_rmsnorm<<<rows, 256, 0, st>>>(b.resid, nullptr, nullptr, 0, 0, b.gain, tiled ? b.normed_t : b.normed,
+                                      nullptr, HID, 1e-6f, 0, nullptr, nullptr, tiled ? 1 : 0);
 }
 
 static void pg_launch(cudaStream_t st, PgFn f, const bf16* x, const bf16* w, bf16* y, int rows, bool silu, bool pdl) {
-    const int nh = 128, nc = 2 * nh, ks = HID / PG_KSPLIT;
-    const int smem = nc * ks * 2 + 64 * ks * 2;
+    const int nh = silu ? 24 : 16, nc = 2 * nh;
+    const int smem = nc * HID * 2 + 64 * HID * 2;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = PG_KSPLIT;
+    at[0].val.clusterDim.x = PG_CLUSTER;
     at[0].val.clusterDim.y = 1;
     at[0].val.clusterDim.z = 1;
     at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((silu ? INTER / nh : QKV / nc) * PG_KSPLIT);
+    cfg.gridDim = dim3(silu ? INTER / nh : QKV / nc);
     cfg.blockDim = dim3(PG_THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
     cfg.attrs = at;
     cfg.numAttrs = pdl ? 2 : 1;
     const int row_step = silu ? nh : nc, seg1 = silu ? INTER : nh, ldy = silu ? INTER : QKV;
-    CK(cudaLaunchKernelEx(&cfg, f, x, w, y, rows, silu ? 2 * INTER : QKV, row_step, seg1, ldy));
+    CK(cudaLaunchKernelEx(&cfg, f, x, w, y, rows, row_step, seg1, ldy));
 }
 
 static void cublas_gemm(const Blas& bl, const bf16* x, const bf16* w, bf16* y, int m, int n) {
@@ -86,10 +87,10 @@ static float max_rel_diff(const bf16* a, const bf16* b, size_t n) {
 
 static void run(const Blas& bl, Bufs& b, int rows) {
     cudaStream_t st = bl.st;
-    const int smax = 232448 - 1024;
-    PgFn fs[] = {pg_variant<128, 1, 0>, pg_variant<128, 1, PG_SKIP_X>, pg_variant<128, 1, PG_SKIP_MMA>,
-                 pg_variant<128, 1, PG_SKIP_W>, pg_variant<128, 1, PG_SKIP_X | PG_SKIP_MMA>, pg_variant<128, 0, 0>,
-                 pg_variant<128, 1, PG_SKIP_SUM>, pg_variant<128, 1, PG_SKIP_X | PG_SKIP_MMA | PG_SKIP_SUM>};
+    const int smax = 232448 - 2048;
+    PgFn fs[] = {pg_variant<24, 1, 0>, pg_variant<24, 1, PG_SKIP_X>, pg_variant<24, 1, PG_SKIP_MMA>,
+                 pg_variant<24, 1, PG_SKIP_W>, pg_variant<24, 1, PG_SKIP_X | PG_SKIP_MMA>, pg_variant<16, 0, 0>,
+                 pg_variant<24, 1, PG_SKIP_MMA | PG_SKIP_W>, pg_variant<24, 1, PG_SKIP_X | PG_SKIP_MMA>};
     for (PgFn f : fs) CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
     // Correctness: the fused gate-up against cuBLAS + silu_mul, QKV against cuBLAS.
     norm(st, b, rows);
@@ -97,12 +98,13 @@ static void run(const Blas& bl, Bufs& b, int rows) {
     const long long total = (long long)rows * INTER / 8;
     silu_mul<<<(total + 255) / 256, 256, 0, st>>>(b.gu_out, b.act, INTER, total);
     bf16* act2 = b.gu_out + (size_t)64 * 2 * INTER;
-    pg_launch(st, fs[0], b.normed, b.t_gu[0], act2, rows, true, false);
+    norm(st, b, rows, true);
+    pg_launch(st, fs[0], b.normed_t, b.t_gu[0], act2, rows, true, false);
     CK(cudaStreamSynchronize(st));
     printf("check,silu,%d,%.2e\n", rows, max_rel_diff(act2, b.act, (size_t)rows * INTER));
     cublas_gemm(bl, b.normed, b.w_qkv[0], b.qkv_out, rows, QKV);
     bf16* q2 = b.qkv_out + (size_t)64 * QKV;
-    pg_launch(st, fs[5], b.normed, b.t_qkv[0], q2, rows, false, false);
+    pg_launch(st, fs[5], b.normed_t, b.t_qkv[0], q2, rows, false, false);
     CK(cudaStreamSynchronize(st));
     printf("check,qkv,%d,%.2e\n", rows, max_rel_diff(q2, b.qkv_out, (size_t)rows * QKV));
 
@@ -120,35 +122,35 @@ static void run(const Blas& bl, Bufs& b, int rows) {
         cublas_gemm(bl, b.normed, b.w_qkv[l], b.qkv_out, rows, QKV);
     });
     const char* names[] = {"norm+pg_silu",           "norm+pg_silu_noX", "norm+pg_silu_noMMA",   "norm+pg_silu_noW",
-                           "norm+pg_silu_noX_noMMA", "norm+pg_qkv",      "norm+pg_silu_noSum", "norm+pg_silu_copyW_only"};
+                           "norm+pg_silu_noX_noMMA", "norm+pg_qkv",      "norm+pg_silu_copyX_only", "norm+pg_silu_copyW_only"};
     {
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = PG_KSPLIT;
+        at[0].val.clusterDim.x = PG_CLUSTER;
         at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = 1;
         cfg.gridDim = dim3(128);
         cfg.blockDim = dim3(PG_THREADS);
-        cfg.dynamicSmemBytes = 160 * 1024;
+        cfg.dynamicSmemBytes = 224 * 1024;
         cfg.attrs = at;
         cfg.numAttrs = 1;
         int clusters = -1;
         CK(cudaOccupancyMaxActiveClusters(&clusters, fs[0], &cfg));
-        printf("max_active_clusters_of_4,%d,%d\n", rows, clusters);
+        printf("max_active_clusters,%d,%d\n", rows, clusters);
     }
     for (int v = 0; v < 8; v++) {
         const bool silu = v != 5;
         t(names[v], [&](int l) {
-            norm(st, b, rows);
-            pg_launch(st, fs[v], b.normed, silu ? b.t_gu[l] : b.t_qkv[l], silu ? b.act : b.qkv_out, rows, silu, true);
+            norm(st, b, rows, true);
+            pg_launch(st, fs[v], b.normed_t, silu ? b.t_gu[l] : b.t_qkv[l], silu ? b.act : b.qkv_out, rows, silu, true);
         });
     }
     t("norm+pg_silu_nopdl", [&](int l) {
-        norm(st, b, rows);
-        pg_launch(st, fs[0], b.normed, b.t_gu[l], b.act, rows, true, false);
+        norm(st, b, rows, true);
+        pg_launch(st, fs[0], b.normed_t, b.t_gu[l], b.act, rows, true, false);
     });
-    t("pg_silu_alone", [&](int l) { pg_launch(st, fs[0], b.normed, b.t_gu[l], b.act, rows, true, false); });
+    t("pg_silu_alone", [&](int l) { pg_launch(st, fs[0], b.normed_t, b.t_gu[l], b.act, rows, true, false); });
     t("cublas_gate_up_alone", [&](int l) { cublas_gemm(bl, b.normed, b.w_gu[l], b.gu_out, rows, 2 * INTER); });
 }
 
@@ -163,6 +165,8 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&b.resid, 64 * HID * 4));
     CK(cudaMalloc(&b.gain, HID * 2));
     CK(cudaMalloc(&b.normed, 64 * HID * 2));
+    CK(cudaMalloc(&b.normed_t, 64 * HID * 2));
+    CK(cudaMemset(b.normed_t, 0, 64 * HID * 2));
     CK(cudaMalloc(&b.gu_out, 2 * 64 * 2 * INTER * 2));
     CK(cudaMalloc(&b.act, 64 * INTER * 2));
     CK(cudaMalloc(&b.qkv_out, 2 * 64 * QKV * 2));

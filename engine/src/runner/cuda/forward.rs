@@ -33,6 +33,8 @@ pub(crate) struct NormArgs<'a> {
     pub rows: Option<usize>,
     pub n_rows: usize,
     pub write_resid: bool,
+    /// `out` in the prefetch GEMM's tiled layout (the product after it runs there).
+    pub tiled: bool,
 }
 
 /// The arguments of one `add_rmsnorm` launch in the kernel's parameter order
@@ -51,10 +53,12 @@ pub(crate) struct NormParams {
     /// With `tokens`, the rows start from these embeddings instead of `resid + delta`.
     pub embed: u64,
     pub tokens: u64,
+    /// `out` in the prefetch GEMM's tiled layout for X (prefetch_gemm.rs).
+    pub tiled: bool,
 }
 
 impl NormParams {
-    pub fn args(&self) -> [Arg; 13] {
+    pub fn args(&self) -> [Arg; 14] {
         let [d0, d1, d2, d3] = self.delta.args();
         [
             Arg::Ptr(self.resid),
@@ -70,6 +74,7 @@ impl NormParams {
             Arg::I32(self.write_resid as i32),
             Arg::Ptr(self.embed),
             Arg::Ptr(self.tokens),
+            Arg::I32(self.tiled as i32),
         ]
     }
 }
@@ -119,6 +124,7 @@ impl CudaRunner {
             write_resid: a.write_resid,
             embed: a.embed_tokens.map_or(0, |_| self.weights.embed.ptr),
             tokens: meta(a.embed_tokens),
+            tiled: a.tiled,
         };
         self.launch_in(
             pdl,
@@ -165,6 +171,8 @@ impl CudaRunner {
         // The previous down projection's output, added by the next norm.
         let mut delta = Delta::NONE;
         for (li, lw) in w.layers.iter().enumerate() {
+            let qkv_prefetch = self.prefetch_gemm_for(decode_only, t, qkv_dim, hdim, Epilogue::Plain);
+            let qkv_x = if qkv_prefetch { ws.normed_tiled.ptr } else { ws.normed.ptr };
             // The first layer's norm starts the residual stream from the embeddings.
             self.enqueue_norm(
                 pdl,
@@ -174,14 +182,15 @@ impl CudaRunner {
                     delta,
                     embed_tokens: (li == 0).then_some(lay.tokens),
                     weight: lw.input_norm.ptr,
-                    out: ws.normed.ptr,
+                    out: qkv_x,
                     rows: None,
                     n_rows: t,
                     write_resid: true,
+                    tiled: qkv_prefetch,
                 },
             )?;
             let qkv = GemmArgs {
-                x: ws.normed.ptr,
+                x: qkv_x,
                 w: lw.qkv.ptr,
                 y: ws.qkv.ptr,
                 m: t,
@@ -189,7 +198,9 @@ impl CudaRunner {
                 k: hdim,
                 out: OutType::Bf16,
             };
-            if !self.try_prefetch_gemm(decode_only, &qkv, li, Epilogue::Plain, SKIP_GEMM)? {
+            if qkv_prefetch {
+                self.prefetch_gemm(&qkv, li, Epilogue::Plain, SKIP_GEMM)?;
+            } else {
                 self.linear(pdl, true, &qkv, SKIP_GEMM)?;
             }
             let (kc, vc) = self.kv_layer_ptrs(li);
@@ -290,6 +301,9 @@ impl CudaRunner {
                 graphed,
                 SKIP_GEMM,
             )?;
+            let gu_prefetch =
+                self.prefetch_gemm_for(decode_only, t, 2 * inter, hdim, Epilogue::SiluMul);
+            let gu_x = if gu_prefetch { ws.normed_tiled.ptr } else { ws.normed.ptr };
             self.enqueue_norm(
                 pdl,
                 SKIP_ELEMENTWISE,
@@ -298,14 +312,15 @@ impl CudaRunner {
                     delta: o,
                     embed_tokens: None,
                     weight: lw.post_norm.ptr,
-                    out: ws.normed.ptr,
+                    out: gu_x,
                     rows: None,
                     n_rows: t,
                     write_resid: true,
+                    tiled: gu_prefetch,
                 },
             )?;
             let gate_up = GemmArgs {
-                x: ws.normed.ptr,
+                x: gu_x,
                 w: lw.gate_up.ptr,
                 y: ws.gate_up.ptr,
                 m: t,
@@ -317,7 +332,9 @@ impl CudaRunner {
                 y: ws.act.ptr,
                 ..gate_up
             };
-            if !self.try_prefetch_gemm(decode_only, &fused, li, Epilogue::SiluMul, SKIP_GEMM)? {
+            if gu_prefetch {
+                self.prefetch_gemm(&fused, li, Epilogue::SiluMul, SKIP_GEMM)?;
+            } else {
                 self.linear(pdl, true, &gate_up, SKIP_GEMM)?;
                 // silu_mul works on groups of 8 elements.
                 let total = (t * inter / 8) as i64;

@@ -115,6 +115,8 @@ impl From<&EngineConfig> for CudaRunnerConfig {
 pub(crate) struct Workspace {
     resid: DeviceBuffer,
     normed: DeviceBuffer,
+    /// The normed rows of a step of up to 64 tokens in the prefetch GEMM's tiled layout.
+    normed_tiled: DeviceBuffer,
     qkv: DeviceBuffer,
     attn: DeviceBuffer,
     out: DeviceBuffer,
@@ -195,6 +197,7 @@ fn workspace(
     Ok(Workspace {
         resid: a(t * h * 4)?,
         normed: a(t * h * 2)?,
+        normed_tiled: a(64 * h * 2)?,
         qkv: a(t * qkv * 2)?,
         attn: a(t * q * 2)?,
         out: a(t * h * 2)?,

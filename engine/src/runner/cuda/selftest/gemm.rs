@@ -201,6 +201,7 @@ pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError
             write_resid: true,
             embed: 0,
             tokens: 0,
+            tiled: false,
         }
         .args(),
     )?;

@@ -24,7 +24,7 @@ mod rope;
 use attention::{check_attention, DECODE_CHECKS};
 use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_gemm_lt, check_skinny, check_split_k_norm};
-use prefetch::check_prefetch_gemm;
+use prefetch::{check_norm_tiled, check_prefetch_gemm};
 use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
@@ -147,9 +147,10 @@ pub fn kernel_self_test(
     };
     type CheckFn = Box<dyn Fn(&mut Ctx) -> Result<KernelCheck, RunnerError>>;
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 10] = [
+    let checks: [(&str, Check); 11] = [
         ("gemm", check_gemm),
         ("prefetch_gemm", check_prefetch_gemm),
+        ("add_rmsnorm tiled", check_norm_tiled),
         ("gemm (cuBLASLt)", check_gemm_lt),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -235,6 +236,7 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
             write_resid: true,
             embed: 0,
             tokens: 0,
+            tiled: false,
         }
         .args(),
     )?;
@@ -367,6 +369,7 @@ fn check_embed_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
             write_resid: true,
             embed: ed.ptr,
             tokens: td.ptr,
+            tiled: false,
         }
         .args(),
     )?;
