@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compile the CUDA runner's kernels with NVRTC for sm_90a (the H200, as the runner compiles for a 9.0 device), no GPU needed.
+"""Compile the CUDA runner's kernels with NVRTC for sm_90, no GPU needed.
 
 Assembles the source exactly as engine/src/runner/cuda/kernels.rs does (the
 shape #defines, then the .cu files in the order of its format! string), for
@@ -59,7 +59,7 @@ def main():
         src = f"#define HEAD_DIM {hd}\n#define NUM_Q_HEADS {nq}\n#define NUM_KV_HEADS {nkv}\n{body}"
         prog = ctypes.c_void_p()
         lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernels.cu", 0, None, None)
-        opts = [b"--gpu-architecture=sm_90a", b"--std=c++17", f"-I{include}".encode()]
+        opts = [b"--gpu-architecture=sm_90", b"--std=c++17", f"-I{include}".encode()]
         if args.verbose:
             opts.append(b"--ptxas-options=-v")
         rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))

@@ -9,13 +9,10 @@
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--no-pdl]
 //! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
-//! [--pdl-sweep] [--upload-graphs] [--no-prefetch-gemm]
+//! [--pdl-sweep] [--upload-graphs]
 //! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs
 //! [--launch-buckets]]]`:
-//! - `--no-pdl`: no kernel is a programmatic dependent launch but the
-//!   prefetch GEMM, which always is;
-//! - `--no-prefetch-gemm`: QKV and gate-up of 17-64-row decode steps on
-//!   cuBLAS (with a separate `silu_mul`), as before the prefetch GEMM;
+//! - `--no-pdl`: no kernel is a programmatic dependent launch;
 //! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
 //!   otherwise the tuned shapes go to `gemm_tuning.csv`;
 //! - `--split-k S`: the O and down products' K in S slices (1: never) instead
@@ -161,8 +158,7 @@ const VALUE_OPTIONS: [&str; 6] = [
     "--decode-kernel",
     "--split-target",
 ];
-const FLAGS: [&str; 11] = [
-    "--no-prefetch-gemm",
+const FLAGS: [&str; 10] = [
     "--upload-graphs",
     "--launch-buckets",
     "--eager",
@@ -260,9 +256,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if flag("--no-pdl") {
         r.set_use_pdl(false);
-    }
-    if flag("--no-prefetch-gemm") {
-        r.set_prefetch_gemm(false);
     }
     let gemm_tuning = !flag("--no-gemm-tuning");
     r.set_gemm_tuning(gemm_tuning);

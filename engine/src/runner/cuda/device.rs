@@ -194,23 +194,6 @@ pub(crate) fn launch_ex(
     args: &[Arg],
     pdl: bool,
 ) -> Result<(), RunnerError> {
-    launch_cluster(stream, f, name, grid, block, smem, args, pdl, 1)
-}
-
-/// [`launch_ex`] in thread-block clusters of `cluster_x` consecutive blocks
-/// along x (1: no clusters).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn launch_cluster(
-    stream: &CudaStream,
-    f: &CudaFunction,
-    name: &str,
-    grid: (u32, u32, u32),
-    block: u32,
-    smem: u32,
-    args: &[Arg],
-    pdl: bool,
-    cluster_x: u32,
-) -> Result<(), RunnerError> {
     use cudarc::driver::sys;
     // Each argument in its own 8-byte slot; the driver reads as many bytes as
     // the kernel's parameter has, from the slot's start. Fixed arrays: this runs
@@ -234,24 +217,10 @@ pub(crate) fn launch_cluster(
     for (p, b) in params.iter_mut().zip(slots.iter_mut()) {
         *p = b.as_mut_ptr().cast();
     }
-    // SAFETY: an all-zero attribute is valid plain data; ids and values are set below.
-    let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
-    let mut n_attrs = 0;
-    if pdl {
-        attrs[n_attrs].id =
-            sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attrs[n_attrs].value.programmaticStreamSerializationAllowed = 1;
-        n_attrs += 1;
-    }
-    if cluster_x > 1 {
-        attrs[n_attrs].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attrs[n_attrs].value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 {
-            x: cluster_x,
-            y: 1,
-            z: 1,
-        };
-        n_attrs += 1;
-    }
+    // SAFETY: an all-zero attribute is valid plain data; id and value are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
     let cfg = sys::CUlaunchConfig {
         gridDimX: grid.0,
         gridDimY: grid.1,
@@ -261,8 +230,8 @@ pub(crate) fn launch_cluster(
         blockDimZ: 1,
         sharedMemBytes: smem,
         hStream: stream.cu_stream(),
-        attrs: attrs.as_mut_ptr(),
-        numAttrs: n_attrs as u32,
+        attrs: &mut attr,
+        numAttrs: pdl as u32,
     };
     stream
         .context()

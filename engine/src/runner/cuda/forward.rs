@@ -11,7 +11,6 @@ use super::device::{launch_ex, Arg};
 use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
 use super::meta::StepLayout;
-use super::prefetch_gemm::Epilogue;
 use super::{CudaRunner, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM};
 use crate::runner::RunnerError;
 
@@ -33,8 +32,6 @@ pub(crate) struct NormArgs<'a> {
     pub rows: Option<usize>,
     pub n_rows: usize,
     pub write_resid: bool,
-    /// `out` in the prefetch GEMM's tiled layout (the product after it runs there).
-    pub tiled: bool,
 }
 
 /// The arguments of one `add_rmsnorm` launch in the kernel's parameter order
@@ -53,12 +50,10 @@ pub(crate) struct NormParams {
     /// With `tokens`, the rows start from these embeddings instead of `resid + delta`.
     pub embed: u64,
     pub tokens: u64,
-    /// `out` in the prefetch GEMM's tiled layout for X (prefetch_gemm.rs).
-    pub tiled: bool,
 }
 
 impl NormParams {
-    pub fn args(&self) -> [Arg; 14] {
+    pub fn args(&self) -> [Arg; 13] {
         let [d0, d1, d2, d3] = self.delta.args();
         [
             Arg::Ptr(self.resid),
@@ -74,7 +69,6 @@ impl NormParams {
             Arg::I32(self.write_resid as i32),
             Arg::Ptr(self.embed),
             Arg::Ptr(self.tokens),
-            Arg::I32(self.tiled as i32),
         ]
     }
 }
@@ -124,7 +118,6 @@ impl CudaRunner {
             write_resid: a.write_resid,
             embed: a.embed_tokens.map_or(0, |_| self.weights.embed.ptr),
             tokens: meta(a.embed_tokens),
-            tiled: a.tiled,
         };
         self.launch_in(
             pdl,
@@ -171,8 +164,6 @@ impl CudaRunner {
         // The previous down projection's output, added by the next norm.
         let mut delta = Delta::NONE;
         for (li, lw) in w.layers.iter().enumerate() {
-            let qkv_prefetch = self.prefetch_gemm_for(decode_only, t, qkv_dim, hdim, Epilogue::Plain);
-            let qkv_x = if qkv_prefetch { ws.normed_tiled.ptr } else { ws.normed.ptr };
             // The first layer's norm starts the residual stream from the embeddings.
             self.enqueue_norm(
                 pdl,
@@ -182,27 +173,26 @@ impl CudaRunner {
                     delta,
                     embed_tokens: (li == 0).then_some(lay.tokens),
                     weight: lw.input_norm.ptr,
-                    out: qkv_x,
+                    out: ws.normed.ptr,
                     rows: None,
                     n_rows: t,
                     write_resid: true,
-                    tiled: qkv_prefetch,
                 },
             )?;
-            let qkv = GemmArgs {
-                x: qkv_x,
-                w: lw.qkv.ptr,
-                y: ws.qkv.ptr,
-                m: t,
-                n: qkv_dim,
-                k: hdim,
-                out: OutType::Bf16,
-            };
-            if qkv_prefetch {
-                self.prefetch_gemm(&qkv, li, Epilogue::Plain, SKIP_GEMM)?;
-            } else {
-                self.linear(pdl, true, &qkv, SKIP_GEMM)?;
-            }
+            self.linear(
+                pdl,
+                true,
+                &GemmArgs {
+                    x: ws.normed.ptr,
+                    w: lw.qkv.ptr,
+                    y: ws.qkv.ptr,
+                    m: t,
+                    n: qkv_dim,
+                    k: hdim,
+                    out: OutType::Bf16,
+                },
+                SKIP_GEMM,
+            )?;
             let (kc, vc) = self.kv_layer_ptrs(li);
             let items = t * (nq + nkv);
             // In decode-only steps the attention kernel does q/k-norm + RoPE + the cache write.
@@ -301,9 +291,6 @@ impl CudaRunner {
                 graphed,
                 SKIP_GEMM,
             )?;
-            let gu_prefetch =
-                self.prefetch_gemm_for(decode_only, t, 2 * inter, hdim, Epilogue::SiluMul);
-            let gu_x = if gu_prefetch { ws.normed_tiled.ptr } else { ws.normed.ptr };
             self.enqueue_norm(
                 pdl,
                 SKIP_ELEMENTWISE,
@@ -312,48 +299,43 @@ impl CudaRunner {
                     delta: o,
                     embed_tokens: None,
                     weight: lw.post_norm.ptr,
-                    out: gu_x,
+                    out: ws.normed.ptr,
                     rows: None,
                     n_rows: t,
                     write_resid: true,
-                    tiled: gu_prefetch,
                 },
             )?;
-            let gate_up = GemmArgs {
-                x: gu_x,
-                w: lw.gate_up.ptr,
-                y: ws.gate_up.ptr,
-                m: t,
-                n: 2 * inter,
-                k: hdim,
-                out: OutType::Bf16,
-            };
-            let fused = GemmArgs {
-                y: ws.act.ptr,
-                ..gate_up
-            };
-            if gu_prefetch {
-                self.prefetch_gemm(&fused, li, Epilogue::SiluMul, SKIP_GEMM)?;
-            } else {
-                self.linear(pdl, true, &gate_up, SKIP_GEMM)?;
-                // silu_mul works on groups of 8 elements.
-                let total = (t * inter / 8) as i64;
-                self.launch_in(
-                    pdl,
-                    SKIP_ELEMENTWISE,
-                    &k.silu_mul,
-                    "silu_mul",
-                    ((total as usize).div_ceil(256) as u32, 1, 1),
-                    256,
-                    0,
-                    &[
-                        Arg::Ptr(ws.gate_up.ptr),
-                        Arg::Ptr(ws.act.ptr),
-                        Arg::I32(inter as i32),
-                        Arg::I64(total),
-                    ],
-                )?;
-            }
+            self.linear(
+                pdl,
+                true,
+                &GemmArgs {
+                    x: ws.normed.ptr,
+                    w: lw.gate_up.ptr,
+                    y: ws.gate_up.ptr,
+                    m: t,
+                    n: 2 * inter,
+                    k: hdim,
+                    out: OutType::Bf16,
+                },
+                SKIP_GEMM,
+            )?;
+            // silu_mul works on groups of 8 elements.
+            let total = (t * inter / 8) as i64;
+            self.launch_in(
+                pdl,
+                SKIP_ELEMENTWISE,
+                &k.silu_mul,
+                "silu_mul",
+                ((total as usize).div_ceil(256) as u32, 1, 1),
+                256,
+                0,
+                &[
+                    Arg::Ptr(ws.gate_up.ptr),
+                    Arg::Ptr(ws.act.ptr),
+                    Arg::I32(inter as i32),
+                    Arg::I64(total),
+                ],
+            )?;
             delta = self.linear_residual(
                 pdl,
                 &GemmArgs {

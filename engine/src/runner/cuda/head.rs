@@ -43,7 +43,6 @@ impl CudaRunner {
                 rows: Some(lay.sample_rows),
                 n_rows: ns,
                 write_resid: false,
-                tiled: false,
             },
         )?;
         self.linear(

@@ -57,7 +57,6 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // when write_resid and there is a d, resid[r] = v. With tokens (the first layer), v is instead
 // the embedding row embed[tokens[r]], and resid[r] = v starts the residual stream (this saves
 // the step a kernel of its own). out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
-// With tiled, out takes the prefetch GEMM's layout (below; hidden % 8 == 0, rows of a tile of 64).
 // hidden % 4 == 0, part_stride % 4 == 0, nparts <= NORM_MAX_PARTS and hidden <= 16 * blockDim.x:
 // each thread keeps up to 4 float4 chunks.
 //
@@ -71,8 +70,7 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
                                        const float* __restrict__ parts, int nparts, long long part_stride,
                                        const bf16* __restrict__ w, bf16* __restrict__ out,
                                        const int* __restrict__ rows, int hidden, float eps, int write_resid,
-                                       const bf16* __restrict__ embed, const int* __restrict__ tokens,
-                                       int tiled) {
+                                       const bf16* __restrict__ embed, const int* __restrict__ tokens) {
     __shared__ float scratch[32];
     const int chunks = hidden / 4;
     const uint2* w2 = reinterpret_cast<const uint2*>(w);
@@ -130,9 +128,6 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
     }
     const float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
     uint2* o = reinterpret_cast<uint2*>(out + (long long)t * hidden);
-    // tiled: out in the prefetch GEMM's layout for X (prefetch_gemm.cu), 16-byte core matrices of
-    // 8 rows: element (t, k) at ((t / 8) * (hidden / 8) + k / 8) * 64 + (t % 8) * 8 + k % 8.
-    uint2* ot = reinterpret_cast<uint2*>(out + (long long)(t >> 3) * 8 * hidden + (t & 7) * 8);
 #pragma unroll
     for (int c = 0; c < 4; c++) {
         const int ci = threadIdx.x + c * blockDim.x;
@@ -144,8 +139,7 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
             uint2 packed;
             packed.x = *reinterpret_cast<u32*>(&lo);
             packed.y = *reinterpret_cast<u32*>(&hi);
-            if (tiled) ot[(ci >> 1) * 16 + (ci & 1)] = packed;
-            else o[ci] = packed;
+            o[ci] = packed;
         }
     }
 }

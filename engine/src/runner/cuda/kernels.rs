@@ -18,7 +18,6 @@ const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
 const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
-const PREFETCH_GEMM_CU: &str = include_str!("prefetch_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
 #[derive(Debug, Clone, Copy)]
@@ -51,20 +50,11 @@ pub(crate) struct Kernels {
     pub prefill_smem: u32,
     /// `skinny_gemm[i]` handles up to `16 * (i + 1)` rows.
     pub skinny_gemm: [CudaFunction; 4],
-    /// The prefetch GEMM (prefetch_gemm.rs) and its weight re-layout; they
-    /// run only where `prefetch_ok` (compiled for sm_90a: wgmma).
-    pub prefetch_gemm_plain: CudaFunction,
-    pub prefetch_gemm_silu: CudaFunction,
-    pub tile_for_wgmma: CudaFunction,
-    pub prefetch_ok: bool,
-    /// Most dynamic shared memory a block may opt in to on this device, less
-    /// room for static shared memory.
-    pub max_smem: usize,
 }
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}\n{PREFETCH_GEMM_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
@@ -97,10 +87,7 @@ impl Kernels {
             .compute_capability()
             .map_err(|e| dev_err("compute capability", e))?;
         // NVRTC wants a 'static arch string; one leak per runner start.
-        // sm_90a on Hopper: the prefetch GEMM's wgmma exists only there.
-        let prefetch_ok = (major, minor) == (9, 0);
-        let suffix = if prefetch_ok { "a" } else { "" };
-        let arch: &'static str = Box::leak(format!("sm_{major}{minor}{suffix}").into_boxed_str());
+        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
         let opts = CompileOptions {
             arch: Some(arch),
             include_paths: vec![cuda_include_dir()],
@@ -150,14 +137,6 @@ impl Kernels {
         };
         let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
         let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
-        let max_smem = ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .map_err(|e| dev_err("shared memory per block", e))?
-            .max(0) as u32;
-        // Room for the kernels' static shared memory (the prefetch GEMM's mbarrier, 1 KB aligned).
-        let max_smem = max_smem.saturating_sub(2048);
-        // The prefetch GEMM's tile is sized per launch (prefetch_gemm.rs): allow all of it.
-        let prefetch = |name: &str| with_smem(name, max_smem);
         Ok(Self {
             prefill_smem,
             add_rmsnorm: f("add_rmsnorm")?,
@@ -181,11 +160,6 @@ impl Kernels {
                 f("skinny_gemm_3")?,
                 f("skinny_gemm_4")?,
             ],
-            prefetch_gemm_plain: prefetch("prefetch_gemm_plain")?,
-            prefetch_gemm_silu: prefetch("prefetch_gemm_silu")?,
-            tile_for_wgmma: f("tile_for_wgmma")?,
-            prefetch_ok,
-            max_smem: max_smem as usize,
         })
     }
 }
@@ -194,7 +168,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 21] = [
+        let named: [(&'static str, &CudaFunction); 19] = [
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
             ("silu_mul", &self.silu_mul),
@@ -220,8 +194,6 @@ impl Kernels {
             ("skinny_gemm_2", &self.skinny_gemm[1]),
             ("skinny_gemm_3", &self.skinny_gemm[2]),
             ("skinny_gemm_4", &self.skinny_gemm[3]),
-            ("prefetch_gemm_plain", &self.prefetch_gemm_plain),
-            ("prefetch_gemm_silu", &self.prefetch_gemm_silu),
         ];
         named
             .iter()

@@ -40,7 +40,6 @@ mod head;
 mod kernels;
 mod linear;
 mod meta;
-mod prefetch_gemm;
 mod selftest;
 mod step;
 mod tuning;
@@ -115,8 +114,6 @@ impl From<&EngineConfig> for CudaRunnerConfig {
 pub(crate) struct Workspace {
     resid: DeviceBuffer,
     normed: DeviceBuffer,
-    /// The normed rows of a step of up to 64 tokens in the prefetch GEMM's tiled layout.
-    normed_tiled: DeviceBuffer,
     qkv: DeviceBuffer,
     attn: DeviceBuffer,
     out: DeviceBuffer,
@@ -171,11 +168,6 @@ pub struct CudaRunner {
     /// Upload each decode graph to the device when it is captured (`cuGraphUpload`) rather
     /// than at its first launch (step.rs says why not by default).
     upload_graphs: bool,
-    /// QKV and gate-up (+ SiLU·mul) of decode-only steps by the prefetch GEMM
-    /// where it takes the shape (prefetch_gemm.rs), else cuBLAS.
-    use_prefetch_gemm: bool,
-    /// The QKV and gate-up weights tiled for the prefetch GEMM, on devices that run it.
-    prefetch_weights: Option<prefetch_gemm::PrefetchWeights>,
 }
 
 fn workspace(
@@ -197,7 +189,6 @@ fn workspace(
     Ok(Workspace {
         resid: a(t * h * 4)?,
         normed: a(t * h * 2)?,
-        normed_tiled: a(64 * h * 2)?,
         qkv: a(t * qkv * 2)?,
         attn: a(t * q * 2)?,
         out: a(t * h * 2)?,
@@ -248,7 +239,6 @@ impl CudaRunner {
         let kernels = Kernels::compile(&ctx, shape)?;
         let gemm = Gemm::new(&ctx, &stream)?;
         let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
-        let prefetch_weights = prefetch_gemm::tile_layers(&stream, &kernels, &dw, cfg)?;
 
         let max_seqs = rc.max_num_seqs;
         let graph_max = GRAPH_BUCKETS
@@ -335,8 +325,6 @@ impl CudaRunner {
             use_pdl: true,
             fuse_rope: true,
             upload_graphs: false,
-            use_prefetch_gemm: true,
-            prefetch_weights,
         })
     }
 
@@ -344,9 +332,9 @@ impl CudaRunner {
         &self.device_name
     }
 
-    /// Bytes of weights on the device, with the prefetch GEMM's tiled copies.
+    /// Bytes of weights on the device.
     pub fn weight_bytes(&self) -> usize {
-        self.weights.bytes + self.prefetch_weights.as_ref().map_or(0, |p| p.bytes)
+        self.weights.bytes
     }
 
     pub fn set_use_cuda_graphs(&mut self, on: bool) {

@@ -81,13 +81,6 @@ impl CudaRunner {
         self.graphs.clear();
     }
 
-    /// Run the QKV and gate-up products of decode-only steps of 17-64 rows
-    /// with the prefetch GEMM (default on; prefetch_gemm.rs) or with cuBLAS.
-    pub fn set_prefetch_gemm(&mut self, on: bool) {
-        self.use_prefetch_gemm = on;
-        self.graphs.clear();
-    }
-
     /// Tune the GEMMs of decode graphs before capturing them (default on:
     /// each shape runs the cuBLASLt algorithm measured fastest, gemm_lt.rs)
     /// or run `cublasGemmEx` everywhere (the plans tuned so far are kept for

@@ -36,7 +36,7 @@ pub(super) fn check_gemm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
 }
 
 /// The host product `x[m, k] · w[n, k]ᵀ` in f64.
-pub(super) fn host_product(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+fn host_product(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
     let mut y = vec![0f64; m * n];
     for i in 0..m {
         for j in 0..n {
@@ -201,7 +201,6 @@ pub(super) fn check_split_k_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError
             write_resid: true,
             embed: 0,
             tokens: 0,
-            tiled: false,
         }
         .args(),
     )?;

@@ -19,12 +19,10 @@ mod attention;
 mod fused_rope;
 mod gemm;
 mod paged;
-mod prefetch;
 mod rope;
 use attention::{check_attention, DECODE_CHECKS};
 use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_gemm_lt, check_skinny, check_split_k_norm};
-use prefetch::{check_norm_tiled, check_prefetch_gemm};
 use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
@@ -147,10 +145,8 @@ pub fn kernel_self_test(
     };
     type CheckFn = Box<dyn Fn(&mut Ctx) -> Result<KernelCheck, RunnerError>>;
     type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 11] = [
+    let checks: [(&str, Check); 9] = [
         ("gemm", check_gemm),
-        ("prefetch_gemm", check_prefetch_gemm),
-        ("add_rmsnorm tiled", check_norm_tiled),
         ("gemm (cuBLASLt)", check_gemm_lt),
         ("skinny_gemm", check_skinny),
         ("add_rmsnorm", check_rmsnorm),
@@ -236,7 +232,6 @@ fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
             write_resid: true,
             embed: 0,
             tokens: 0,
-            tiled: false,
         }
         .args(),
     )?;
@@ -369,7 +364,6 @@ fn check_embed_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
             write_resid: true,
             embed: ed.ptr,
             tokens: td.ptr,
-            tiled: false,
         }
         .args(),
     )?;
