@@ -1,11 +1,12 @@
 // Shared by the nvcc microbenchmarks (gemm_bench.cu, gemm_lt_search.cu): error checks, a
-// deterministic bf16 fill, the cuBLAS handles on one stream with a fixed workspace, and the
-// median time of a CUDA graph of `layers` calls.
+// deterministic bf16 fill, the cuBLAS handles on one stream with a fixed workspace, the largest
+// difference between two device results, and the median time of a CUDA graph of `layers` calls.
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <type_traits>
@@ -48,6 +49,30 @@ static Blas blas_setup(size_t ws_bytes) {
     CK(cudaMalloc(&b.ws, ws_bytes));
     cublasSetWorkspace(b.h, b.ws, ws_bytes);
     return b;
+}
+
+// `n` values at device address `d` (bf16 or, with `f32`, fp32 there) copied to the host as floats.
+static std::vector<float> download_floats(const void* d, size_t n, bool f32) {
+    std::vector<float> out(n);
+    if (f32) {
+        CK(cudaMemcpy(out.data(), d, n * 4, cudaMemcpyDeviceToHost));
+    } else {
+        std::vector<__nv_bfloat16> h(n);
+        CK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) out[i] = __bfloat162float(h[i]);
+    }
+    return out;
+}
+
+// max |got - ref| / max |ref| over `n` device values (bf16, or fp32 with `f32`).
+static double max_rel_diff(const void* got_d, const void* ref_d, size_t n, bool f32 = false) {
+    const std::vector<float> got = download_floats(got_d, n, f32), ref = download_floats(ref_d, n, f32);
+    double err = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        err = std::max(err, (double)fabsf(got[i] - ref[i]));
+        mx = std::max(mx, (double)fabsf(ref[i]));
+    }
+    return err / (mx + 1e-30);
 }
 
 // Median microseconds per call of `call(layer)`, layer = 0 .. layers - 1 captured in one graph,

@@ -53,18 +53,6 @@ static double time_graph(cudaStream_t st, F&& call) {
     return time_graph(st, call, LAYERS, 20, 5);
 }
 
-static double max_rel_diff(const bf16* a_d, const bf16* b_d, size_t n) {
-    std::vector<bf16> a(n), b(n);
-    CK(cudaMemcpy(a.data(), a_d, n * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(b.data(), b_d, n * 2, cudaMemcpyDeviceToHost));
-    double err = 0, mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        err = std::max(err, (double)fabsf(__bfloat162float(a[i]) - __bfloat162float(b[i])));
-        mx = std::max(mx, (double)fabsf(__bfloat162float(b[i])));
-    }
-    return err / (mx + 1e-30);
-}
-
 int main(int argc, char** argv) {
     // An optional row count: only that one (a quicker run).
     const int only_m = argc > 1 ? atoi(argv[1]) : 0;

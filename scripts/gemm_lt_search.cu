@@ -224,8 +224,6 @@ int main(int argc, char** argv) {
         fprintf(stderr, "%s: %zu candidates timed (%zu from the heuristic)\n", sh.name, cands.size(), heur);
         // The best few, timed again properly and checked.
         std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.us < b.us; });
-        std::vector<float> ref(out_elems), got(out_elems);
-        std::vector<bf16> refb(out_elems), gotb(out_elems);
         reference(0, yf);
         CK(cudaStreamSynchronize(st));
         for (size_t i = 0; i < std::min<size_t>(cands.size(), 8); i++) {
@@ -233,23 +231,8 @@ int main(int argc, char** argv) {
             double us = time_graph(st, [&](int l) { return lt_call(&c.algo, l, y); }, 25);
             lt_call(&c.algo, 0, y);
             CK(cudaStreamSynchronize(st));
-            double err = 0, mx = 0;
-            if (sh.f32) {
-                CK(cudaMemcpy(ref.data(), yf, out_elems * 4, cudaMemcpyDeviceToHost));
-                CK(cudaMemcpy(got.data(), y, out_elems * 4, cudaMemcpyDeviceToHost));
-            } else {
-                CK(cudaMemcpy(refb.data(), yf, out_elems * 2, cudaMemcpyDeviceToHost));
-                CK(cudaMemcpy(gotb.data(), y, out_elems * 2, cudaMemcpyDeviceToHost));
-                for (size_t e = 0; e < out_elems; e++) {
-                    ref[e] = __bfloat162float(refb[e]);
-                    got[e] = __bfloat162float(gotb[e]);
-                }
-            }
-            for (size_t e = 0; e < out_elems; e++) {
-                err = std::max(err, (double)fabsf(ref[e] - got[e]));
-                mx = std::max(mx, (double)fabsf(ref[e]));
-            }
-            printf("%d,%s,cublaslt,%s,%.2f,%.2e\n", m, sh.name, c.desc, us, err / (mx + 1e-30));
+            const double diff = max_rel_diff(y, yf, out_elems, sh.f32);
+            printf("%d,%s,cublaslt,%s,%.2f,%.2e\n", m, sh.name, c.desc, us, diff);
         }
         fflush(stdout);
         cublasLtMatmulPreferenceDestroy(pref);
