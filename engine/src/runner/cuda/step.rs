@@ -172,10 +172,11 @@ impl CudaRunner {
         if !self.gemm.lt.enabled() {
             return Ok(());
         }
-        self.gemm.lt.set_noting(true);
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| dev_err("begin graph capture", e))?;
+        // Only once capturing: a failed start must not leave every later GEMM noting.
+        self.gemm.lt.set_noting(true);
         let enq = self.enqueue_forward(lay, nsplit, true);
         self.gemm.lt.set_noting(false);
         let graph = unsafe { cudarc::driver::result::stream::end_capture(self.stream.cu_stream()) }
