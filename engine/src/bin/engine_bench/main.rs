@@ -11,7 +11,7 @@
 //! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
 //! [--pdl-sweep] [--upload-graphs]
 //! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs
-//! [--launch-buckets]]]`:
+//! [--launch-buckets]] [--overheads]]`:
 //! - `--no-pdl`: no kernel is a programmatic dependent launch;
 //! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
 //!   otherwise the tuned shapes go to `gemm_tuning.csv`;
@@ -27,7 +27,9 @@
 //!   warps, where given) and writes nothing (a run to put under a profiler);
 //!   `--warm-graphs` first captures every bucket's graph, as real mode does,
 //!   and `--launch-buckets` then runs decode steps at every other bucket, so
-//!   that their graphs are launched (uploaded) before B's;
+//!   that their graphs are launched (uploaded) before B's; `--overheads`
+//!   then times the pieces of such a step: host packing, the copies, the
+//!   graph alone, the GPU span (`CudaRunner::step_overheads`);
 //! - `--upload-graphs`: each decode graph is uploaded when captured (on the
 //!   H200 that made the graphs uploaded after the first few about 5 % slower,
 //!   results/h200/graph_instances.txt).
@@ -121,6 +123,40 @@ pub(crate) fn decode(
     Ok(median(times))
 }
 
+/// `--overheads`: the pieces of a batch-`b` decode step ([`CudaRunner::step_overheads`]),
+/// on the metadata of a step after `decode`'s last (context CONTEXT + DECODE_STEPS + DECODE_WARMUP).
+fn print_overheads(r: &mut CudaRunner, b: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
+    let tables: Vec<Vec<u32>> = (0..b)
+        .map(|i| (0..per_seq).map(|k| (1 + i * per_seq + k) as u32).collect())
+        .collect();
+    let toks = [1u32];
+    let batch = ScheduledBatch {
+        seqs: (0..b)
+            .map(|i| ScheduledSeq {
+                request_id: RequestId(i as u64),
+                token_ids: &toks,
+                start_pos: CONTEXT + DECODE_WARMUP + DECODE_STEPS - 1,
+                block_table: &tables[i],
+                samples: true,
+            })
+            .collect(),
+        block_size: BLOCK_SIZE,
+    };
+    for round in 0..3 {
+        let o = r.step_overheads(&batch, 200)?;
+        println!(
+            "overheads batch {b} round {round} (us, medians of 200): pack {:.1}, graph+wait {:.1}, whole step {:.1}, GPU span of the graph {:.1}, graph back to back {:.1}",
+            o.pack * 1e6,
+            o.graph_and_wait * 1e6,
+            o.whole_step * 1e6,
+            o.gpu_span * 1e6,
+            o.graph_back_to_back * 1e6
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn prefill(
     r: &mut CudaRunner,
     n: usize,
@@ -158,7 +194,8 @@ const VALUE_OPTIONS: [&str; 6] = [
     "--decode-kernel",
     "--split-target",
 ];
-const FLAGS: [&str; 10] = [
+const FLAGS: [&str; 11] = [
+    "--overheads",
     "--upload-graphs",
     "--launch-buckets",
     "--eager",
@@ -204,14 +241,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .transpose()?;
     let warm_graphs = flag("--warm-graphs");
+    let overheads = flag("--overheads");
     let launch_buckets = flag("--launch-buckets");
     if launch_buckets && !warm_graphs {
         return Err("--launch-buckets applies to --only-decode B --warm-graphs runs only".into());
     }
-    if only_decode.is_none() && (kernel_choice.is_some() || target_choice.is_some() || warm_graphs)
+    if only_decode.is_none()
+        && (kernel_choice.is_some() || target_choice.is_some() || warm_graphs || overheads)
     {
         return Err(
-            "--decode-kernel, --split-target and --warm-graphs apply to --only-decode runs only"
+            "--decode-kernel, --split-target, --warm-graphs and --overheads apply to --only-decode runs only"
                 .into(),
         );
     }
@@ -283,6 +322,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
             s * 1e3
         );
+        if overheads {
+            print_overheads(&mut r, b)?;
+        }
         return Ok(());
     }
     let date = engine::date::utc_now();

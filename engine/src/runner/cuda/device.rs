@@ -118,25 +118,42 @@ pub(crate) fn copy_dtoh_async<T>(
         .map_err(|e| dev_err("copy to host", e))
 }
 
-/// Page-locked host memory (so the per-step copies are true async DMA).
+/// Page-locked host memory (so the per-step copy is true async DMA), mapped
+/// into the device's address space so that a kernel can write results into
+/// it (`argmax_rows`, step.rs). Kernels reading the step metadata from it
+/// were slower than the copy: 20 µs for 8 KB at batch 64 on the H200.
 pub(crate) struct PinnedBuffer<T: Copy + Default> {
     ptr: *mut T,
     len: usize,
+    device_ptr: u64,
     ctx: Arc<CudaContext>,
 }
 
 impl<T: Copy + Default> PinnedBuffer<T> {
     pub fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<Self, RunnerError> {
         ctx.bind_to_thread().map_err(|e| dev_err("bind", e))?;
-        let ptr = unsafe { result::malloc_host(len.max(1) * std::mem::size_of::<T>(), 0) }
+        let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        let ptr = unsafe { result::malloc_host(len.max(1) * std::mem::size_of::<T>(), flags) }
             .map_err(|e| dev_err("pinned alloc", e))? as *mut T;
+        let mut device_ptr = 0;
+        // SAFETY: `ptr` was just returned by cuMemHostAlloc with DEVICEMAP.
+        let mapped = unsafe {
+            cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, ptr.cast(), 0)
+        }
+        .result();
         let mut b = Self {
             ptr,
             len,
+            device_ptr,
             ctx: ctx.clone(),
         };
+        mapped.map_err(|e| dev_err("map pinned memory", e))?;
         b.as_mut_slice().fill(T::default());
         Ok(b)
+    }
+    /// The buffer's address for kernels.
+    pub fn device_ptr(&self) -> u64 {
+        self.device_ptr
     }
     pub fn as_slice(&self) -> &[T] {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }

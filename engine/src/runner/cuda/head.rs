@@ -2,7 +2,8 @@
 //! layer's output), the LM head (cuBLAS, fp32 logits, which
 //! [`CudaRunner::last_logits`] can copy back) and greedy sampling
 //! (`argmax_rows`: one argmax key per sampled row in the step metadata, ties
-//! to the lowest index). Fusing the argmax into the LM head was measured
+//! to the lowest index; its last block copies the keys to the page-locked
+//! host buffer the host reads them from). Fusing the argmax into the LM head was measured
 //! slower (results/h200/fused_head.txt).
 
 use super::device::Arg;
@@ -71,6 +72,8 @@ impl CudaRunner {
                 Arg::Ptr(ws.logits.ptr),
                 Arg::Ptr(self.meta_ptr(lay.argmax)),
                 Arg::I32(c.vocab_size as i32),
+                Arg::Ptr(self.meta_ptr(lay.argmax_done)),
+                Arg::Ptr(self.sampled_host.device_ptr()),
             ],
         )
     }

@@ -236,6 +236,10 @@ extern "C" __global__ void silu_mul(const bf16* __restrict__ gu, bf16* __restric
 // folds its best into best[r] with one 64-bit atomicMax of a key that orders by value, then by
 // lower index: (order-preserving bits of the value) << 32 | (0xffffffff - index). best[] must
 // be zero before the kernel (the host zeroes it in the step metadata, which decodes it).
+// The last block to finish with row r (counted in done[r], zero before the kernel) copies
+// best[r] to out_host[r], page-locked host memory the host reads after the step: the results
+// need no copy operation of their own. One count per row, not one for the grid, so that only
+// a row's blocks (38 for Qwen3's vocabulary) contend for an address.
 #define ARGMAX_THREADS 256
 #define ARGMAX_PER_THREAD 16
 __device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
@@ -248,7 +252,8 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
     return ((unsigned long long)bits << 32) | (unsigned long long)(0xffffffffu - (unsigned int)i);
 }
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
-    argmax_rows(const float* __restrict__ logits, unsigned long long* __restrict__ best, int vocab) {
+    argmax_rows(const float* __restrict__ logits, unsigned long long* __restrict__ best, int vocab,
+                int* __restrict__ done, unsigned long long* __restrict__ out_host) {
     PDL_ENTER();
     __shared__ float sv[ARGMAX_THREADS / 32];
     __shared__ int si[ARGMAX_THREADS / 32];
@@ -292,5 +297,11 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
                 bi = si[w];
             }
         if (bi != 0x7fffffff) atomicMax(best + blockIdx.y, argmax_key(bv, bi));
+        // Every block's atomicMax lands before its count; the last block sees them all.
+        __threadfence();
+        if (atomicAdd(done + blockIdx.y, 1) == (int)gridDim.x - 1) {
+            __threadfence();
+            out_host[blockIdx.y] = *(const volatile unsigned long long*)(best + blockIdx.y);
+        }
     }
 }

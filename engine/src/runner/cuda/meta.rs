@@ -3,7 +3,9 @@
 //!
 //! Layout (all `i32`, offsets in [`StepLayout`]): `hdr[0] = bt_stride`, a pad,
 //! the greedy-sampling results (one zeroed 64-bit `argmax_rows` key per sampled
-//! row, [`argmax_index`] decodes it), token ids `[T]`, positions `[T]`, KV slots `[T]` (-1 = do not write),
+//! row, [`argmax_index`] decodes it, then one zeroed count per sampled row of
+//! the `argmax_rows` blocks done with it), token ids `[T]`, positions `[T]`,
+//! KV slots `[T]` (-1 = do not write),
 //! `q_start[S + 1]`, `ctx_len[S]` (cache length after the step), `sample_rows`
 //! (token row of each sampled sequence, batch order), `decodes` (triples of
 //! sequence, token row, keys it attends to: the query tokens of the decode
@@ -32,6 +34,8 @@ pub(crate) struct StepLayout {
     pub bt_stride: usize,
     /// 64-bit argmax keys (two `i32`s each, 8-byte aligned), zero before the step.
     pub argmax: usize,
+    /// `argmax_rows` blocks done with each sampled row, zero before the step.
+    pub argmax_done: usize,
     pub tokens: usize,
     pub positions: usize,
     pub slots: usize,
@@ -55,7 +59,8 @@ impl StepLayout {
         bt_stride: usize,
     ) -> Self {
         let argmax = 2;
-        let tokens = argmax + 2 * n_samp;
+        let argmax_done = argmax + 2 * n_samp;
+        let tokens = argmax_done + n_samp;
         let positions = tokens + t;
         let slots = positions + t;
         let q_start = slots + t;
@@ -73,6 +78,7 @@ impl StepLayout {
             num_tiles: n_tiles,
             bt_stride,
             argmax,
+            argmax_done,
             tokens,
             positions,
             slots,
@@ -343,6 +349,9 @@ mod tests {
             (4, 2, 1, 1, 2)
         );
         assert_eq!(buf[0], 2);
+        // Zeroed argmax keys and counts of blocks done: one sampled row.
+        assert_eq!(lay.tokens - lay.argmax, 3);
+        assert!(buf[lay.argmax..lay.tokens].iter().all(|&x| x == 0));
         assert_eq!(&buf[lay.tokens..lay.tokens + 4], &[5, 6, 7, 9]);
         assert_eq!(&buf[lay.positions..lay.positions + 4], &[2, 3, 4, 5]);
         // position 2 -> block 3 offset 2; 4 -> block 4 offset 0; 5 -> block 8 offset 1

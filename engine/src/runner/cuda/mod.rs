@@ -40,6 +40,7 @@ mod head;
 mod kernels;
 mod linear;
 mod meta;
+mod overheads;
 mod selftest;
 mod step;
 mod tuning;
@@ -63,6 +64,7 @@ use weights::DeviceWeights;
 pub use decode::DecodeKernel;
 pub use gemm_lt::GemmTuneReport;
 pub use linear::SPLIT_K_MAX;
+pub use overheads::StepOverheads;
 pub use selftest::{kernel_self_test, KernelCheck};
 
 /// Kernel groups that [`CudaRunner::set_profile_skip`] can leave out.

@@ -5,7 +5,6 @@
 
 use super::device::{self, launch, Arg, DeviceBuffer};
 use super::kernels::{KernelShape, Kernels};
-use super::meta::argmax_index;
 use crate::runner::cuda::forward::NormParams;
 use crate::runner::cuda::linear::Delta;
 use crate::runner::RunnerError;
@@ -18,11 +17,13 @@ use std::sync::Arc;
 mod attention;
 mod fused_rope;
 mod gemm;
+mod host_io;
 mod paged;
 mod rope;
 use attention::{check_attention, DECODE_CHECKS};
 use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_gemm_lt, check_skinny, check_split_k_norm};
+use host_io::check_argmax;
 use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
@@ -290,49 +291,6 @@ fn check_silu(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         })
         .collect();
     Ok(compare("silu_mul", &got, &want, 1e-2, String::new()))
-}
-
-fn check_argmax(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    // Rows span two 4096-wide chunks (two blocks fold into one key).
-    let (rows, v) = (4usize, 5000usize);
-    let mut l = c.randn(rows * v, 1.0);
-    l[v + 4321] = 7.0;
-    l[2 * v + 17] = 7.0;
-    l[2 * v + 4500] = 7.0; // tie across chunks: the lower index wins
-    l[3 * v + 4999] = 9.0; // last element of the partial chunk
-    let ld = c.up(&l)?;
-    let od = c.up(&vec![0i32; 2 * rows])?; // zeroed 64-bit keys
-    launch(
-        &c.stream,
-        &c.k.argmax_rows,
-        "argmax_rows",
-        (v.div_ceil(4096) as u32, rows as u32, 1),
-        256,
-        0,
-        &[Arg::Ptr(ld.ptr), Arg::Ptr(od.ptr), Arg::I32(v as i32)],
-    )?;
-    let keys: Vec<u64> = c.down(&od, rows)?;
-    let got: Vec<i32> = keys.iter().map(|&k| argmax_index(k) as i32).collect();
-    let want: Vec<i32> = (0..rows)
-        .map(|r| {
-            let row = &l[r * v..(r + 1) * v];
-            let mut best = 0;
-            for (i, &x) in row.iter().enumerate() {
-                if x > row[best] {
-                    best = i;
-                }
-            }
-            best as i32
-        })
-        .collect();
-    let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
-    Ok(KernelCheck {
-        name: "argmax_rows".into(),
-        max_abs_err: wrong as f64,
-        rel_l2_err: 0.0,
-        pass: wrong == 0,
-        note: format!("got {got:?} want {want:?}"),
-    })
 }
 
 /// The first layer's norm: the residual stream starts from the token embeddings.
