@@ -5,7 +5,9 @@
 //! host packs all metadata into one pinned buffer and copies it with one
 //! host-to-device copy; the forward pass writes every sequence's K/V of a layer
 //! before that layer's attention; greedy (argmax) tokens come back in batch
-//! order, and [`CudaRunner::last_logits`] copies their logits back on request.
+//! order, written by the argmax kernel into page-locked host memory that the
+//! host watches (step.rs), and [`CudaRunner::last_logits`] copies their logits
+//! back on request.
 //! Decode-only batches run as CUDA graphs per padded batch-size bucket
 //! (captured on first use, or all at once by [`CudaRunner::warm_up_graphs`]);
 //! other batches run eagerly. Kernels are compiled by NVRTC at construction
@@ -13,7 +15,7 @@
 //! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
 //! decode attention (a block of warps per sequence and KV head, chosen by batch
 //! size; in decode-only steps it also does the q/k-norm + RoPE + cache write),
-//! SiLU·mul, and a one-pass argmax whose results travel in the step metadata.
+//! SiLU·mul, and a one-pass argmax whose results gather in the step metadata.
 //! GEMMs (bf16 operands, fp32 accumulation, fused QKV and gate-up weights) use
 //! a skinny tensor-core kernel for small products and cuBLAS otherwise, with
 //! row counts padded into few classes (linear.rs); the O and down products of
