@@ -1,9 +1,11 @@
 //! `engine-bench`: step times of the CUDA runner on synthetic Qwen3-0.6B
 //! weights (random, never zeros).
 //!
-//! Decode: B sequences at context ~300 (prefilled first), one token each per
-//! step through the CUDA-graph path; the time of a whole `execute` call
-//! (metadata copy, graph launch, sampled tokens back), median over the steps.
+//! Decode: B sequences at context ~300 (prefilled with 300 tokens first), one
+//! token each per step through the CUDA-graph path; the time of a whole
+//! `execute` call (metadata copy, graph launch, sampled tokens back), median
+//! over 40 steps after 5 warm-up steps, so over contexts of 306–345 keys
+//! (median 325); the `tokens` column says 300, the prompt length.
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
