@@ -161,12 +161,13 @@ impl CudaRunner {
     }
 
     /// Waits until `argmax_rows` has written all `n` keys of the step into
-    /// host memory (zeroed before the step), checking the stream every few hundred polls so that a
-    /// failed step reports its error and a step that ends without writing
-    /// one (a row of NaN logits) still returns. The last blocks may still be
-    /// retiring when this returns; the next step's work queues behind them
-    /// on the stream. On the H200 this answered 3–4 µs sooner than waiting
-    /// for the stream (results/h200/NOTES.md, twelfth session).
+    /// host memory (zeroed before the step), checking the stream every few
+    /// hundred polls so that a failed step reports its error and a step that
+    /// ends without writing one (a row of NaN logits: index 0, as before)
+    /// still returns. The last blocks may still be retiring when this
+    /// returns; the next step's work queues behind them on the stream. On the
+    /// H200 this answered 3–4 µs sooner than waiting for the stream
+    /// (results/h200/NOTES.md, twelfth session).
     fn wait_for_keys(&self, n: usize) -> Result<(), RunnerError> {
         let keys = self.sampled_host.as_slice().as_ptr();
         let mut spins = 0u32;
