@@ -30,8 +30,9 @@
 //!   `--warm-graphs` first captures every bucket's graph, as real mode does,
 //!   and `--launch-buckets` then runs decode steps at every other bucket, so
 //!   that their graphs are launched (uploaded) before B's; `--overheads`
-//!   then times the pieces of such a step: host packing, the copies, the
-//!   graph alone, the GPU span (`CudaRunner::step_overheads`);
+//!   then times the pieces of such a step: host packing, the graph launched
+//!   and waited for, the whole step, its GPU span, and graph replays back to
+//!   back (`CudaRunner::step_overheads`);
 //! - `--upload-graphs`: each decode graph is uploaded when captured (on the
 //!   H200 that made the graphs uploaded after the first few about 5 % slower,
 //!   results/h200/graph_instances.txt).
@@ -51,6 +52,19 @@ const BLOCK_SIZE: usize = 16;
 const CONTEXT: usize = 300;
 const DECODE_WARMUP: usize = 5;
 const DECODE_STEPS: usize = 40;
+/// KV blocks a decode sequence needs: its prompt, the warm-up and timed steps.
+const BLOCKS_PER_SEQ: usize = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
+
+/// Disjoint block tables for `b` decode sequences (block 0, the null block, unused).
+fn decode_tables(b: usize) -> Vec<Vec<u32>> {
+    (0..b)
+        .map(|i| {
+            (0..BLOCKS_PER_SEQ)
+                .map(|k| (1 + i * BLOCKS_PER_SEQ + k) as u32)
+                .collect()
+        })
+        .collect()
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -70,10 +84,7 @@ pub(crate) fn decode(
     vocab: usize,
     budget: usize,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
-    let tables: Vec<Vec<u32>> = (0..b)
-        .map(|i| (0..per_seq).map(|k| (1 + i * per_seq + k) as u32).collect())
-        .collect();
+    let tables = decode_tables(b);
     let prompts: Vec<Vec<u32>> = (0..b).map(|i| tokens(CONTEXT, vocab, i)).collect();
     let per_step = (budget / CONTEXT).max(1);
     let mut last = vec![0u32; b];
@@ -128,10 +139,7 @@ pub(crate) fn decode(
 /// `--overheads`: the pieces of a batch-`b` decode step ([`CudaRunner::step_overheads`]),
 /// on the metadata of a step after `decode`'s last (context CONTEXT + DECODE_STEPS + DECODE_WARMUP).
 fn print_overheads(r: &mut CudaRunner, b: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
-    let tables: Vec<Vec<u32>> = (0..b)
-        .map(|i| (0..per_seq).map(|k| (1 + i * per_seq + k) as u32).collect())
-        .collect();
+    let tables = decode_tables(b);
     let toks = [1u32];
     let batch = ScheduledBatch {
         seqs: (0..b)
@@ -276,10 +284,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let budget = 3200;
     let batches = [1usize, 16, 64, 256];
-    let per_seq = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
     let rc = CudaRunnerConfig {
         block_size: BLOCK_SIZE,
-        num_gpu_blocks: Some(256 * per_seq + 8),
+        num_gpu_blocks: Some(256 * BLOCKS_PER_SEQ + 8),
         gpu_memory_utilization: 0.9,
         max_num_seqs: 256,
         max_num_batched_tokens: budget,

@@ -141,6 +141,7 @@ impl<T: Copy + Default> PinnedBuffer<T> {
             cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, ptr.cast(), 0)
         }
         .result();
+        // Owned before the mapping's error returns, so that dropping it frees the allocation.
         let mut b = Self {
             ptr,
             len,

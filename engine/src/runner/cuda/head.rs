@@ -2,9 +2,9 @@
 //! layer's output), the LM head (cuBLAS, fp32 logits, which
 //! [`CudaRunner::last_logits`] can copy back) and greedy sampling
 //! (`argmax_rows`: one argmax key per sampled row in the step metadata, ties
-//! to the lowest index; its last block copies the keys to the page-locked
-//! host buffer the host reads them from). Fusing the argmax into the LM head was measured
-//! slower (results/h200/fused_head.txt).
+//! to the lowest index; the last block of each row copies its key to the
+//! page-locked host buffer the host reads them from). Fusing the argmax into
+//! the LM head was measured slower (results/h200/fused_head.txt).
 
 use super::device::Arg;
 use super::forward::NormArgs;

@@ -6,16 +6,6 @@ use crate::runner::cuda::device::{launch, Arg, PinnedBuffer};
 use crate::runner::cuda::meta::argmax_index;
 use crate::runner::RunnerError;
 
-fn verdict(name: &str, wrong: usize, note: String) -> KernelCheck {
-    KernelCheck {
-        name: name.into(),
-        max_abs_err: wrong as f64,
-        rel_l2_err: 0.0,
-        pass: wrong == 0,
-        note,
-    }
-}
-
 pub(super) fn check_argmax(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     // Rows span two 4096-wide chunks (two blocks fold into one key).
     let (rows, v) = (4usize, 5000usize);
@@ -68,15 +58,14 @@ pub(super) fn check_argmax(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         .filter(|(h, d)| h != d)
         .count();
     wrong += blocks_done.iter().filter(|&&n| n != 2).count();
-    Ok(verdict(
-        "argmax_rows",
-        wrong,
-        format!(
-            "got {got:?} want {want:?}; host copy {:?}, blocks done per row {blocks_done:?}",
-            host.as_slice()
-                .iter()
-                .map(|&k| argmax_index(k))
-                .collect::<Vec<_>>()
+    let host_got: Vec<u32> = host.as_slice().iter().map(|&k| argmax_index(k)).collect();
+    Ok(KernelCheck {
+        name: "argmax_rows".into(),
+        max_abs_err: wrong as f64,
+        rel_l2_err: 0.0,
+        pass: wrong == 0,
+        note: format!(
+            "got {got:?} want {want:?}; host copy {host_got:?}, blocks done per row {blocks_done:?}"
         ),
-    ))
+    })
 }
