@@ -1,19 +1,20 @@
 //! `engine-bench`: step times of the CUDA runner on synthetic Qwen3-0.6B
 //! weights (random, never zeros).
 //!
-//! Decode: B sequences at context ~300 (prefilled with 300 tokens first), one
-//! token each per step through the CUDA-graph path; the time of a whole
-//! `execute` call (metadata copy, graph launch, sampled tokens back), median
-//! over 40 steps after 5 warm-up steps, so over contexts of 306–345 keys
-//! (median 325); the `tokens` column says 300, the prompt length.
+//! Decode: B sequences at context 300, one token each per step through the
+//! CUDA-graph path; the time of a whole `execute` call (metadata copy, graph
+//! launch, sampled tokens back), median over 40 steps after 5 warm-up steps,
+//! which attend to 281–320 keys (steps.rs; `--context N` centres them on N
+//! keys instead). The `tokens` column of a decode row is that median context.
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
-//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--eager] [--no-pdl]
+//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--context N] [--eager] [--no-pdl]
 //! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
 //! [--pdl-sweep] [--upload-graphs]
 //! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs
 //! [--launch-buckets]] [--overheads]]`:
+//! - `--context N`: decode steps centred on N keys instead of 300;
 //! - `--no-pdl`: no kernel is a programmatic dependent launch;
 //! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
 //!   otherwise the tuned shapes go to `gemm_tuning.csv`;
@@ -39,166 +40,23 @@
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel, SPLIT_K_MAX};
-use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
+use engine::ModelRunner;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 #[path = "../shared/cli_args.rs"]
 mod cli_args;
+mod steps;
 mod tuning;
 
-const BLOCK_SIZE: usize = 16;
-const CONTEXT: usize = 300;
-const DECODE_WARMUP: usize = 5;
-const DECODE_STEPS: usize = 40;
-/// KV blocks a decode sequence needs: its prompt, the warm-up and timed steps.
-const BLOCKS_PER_SEQ: usize = (CONTEXT + DECODE_WARMUP + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
-
-/// Disjoint block tables for `b` decode sequences (block 0, the null block, unused).
-fn decode_tables(b: usize) -> Vec<Vec<u32>> {
-    (0..b)
-        .map(|i| {
-            (0..BLOCKS_PER_SEQ)
-                .map(|k| (1 + i * BLOCKS_PER_SEQ + k) as u32)
-                .collect()
-        })
-        .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
-    (0..n)
-        .map(|i| ((i * 7919 + salt * 104_729 + 13) % vocab) as u32)
-        .collect()
-}
-
-/// Decode steps at batch `b`: prefill `b` prompts of CONTEXT tokens, then time decodes.
-pub(crate) fn decode(
-    r: &mut CudaRunner,
-    b: usize,
-    vocab: usize,
-    budget: usize,
-) -> Result<f64, Box<dyn std::error::Error>> {
-    let tables = decode_tables(b);
-    let prompts: Vec<Vec<u32>> = (0..b).map(|i| tokens(CONTEXT, vocab, i)).collect();
-    let per_step = (budget / CONTEXT).max(1);
-    let mut last = vec![0u32; b];
-    for chunk in (0..b).collect::<Vec<_>>().chunks(per_step) {
-        let batch = ScheduledBatch {
-            seqs: chunk
-                .iter()
-                .map(|&i| ScheduledSeq {
-                    request_id: RequestId(i as u64),
-                    token_ids: &prompts[i],
-                    start_pos: 0,
-                    block_table: &tables[i],
-                    samples: true,
-                })
-                .collect(),
-            block_size: BLOCK_SIZE,
-        };
-        let out = r.execute(&batch)?;
-        for (k, &i) in chunk.iter().enumerate() {
-            last[i] = out.sampled[k] % vocab as u32;
-        }
-    }
-    let mut times = Vec::new();
-    for step in 0..DECODE_WARMUP + DECODE_STEPS {
-        let toks: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
-        let batch = ScheduledBatch {
-            seqs: (0..b)
-                .map(|i| ScheduledSeq {
-                    request_id: RequestId(i as u64),
-                    token_ids: &toks[i],
-                    start_pos: CONTEXT + step,
-                    block_table: &tables[i],
-                    samples: true,
-                })
-                .collect(),
-            block_size: BLOCK_SIZE,
-        };
-        let t = Instant::now();
-        let out = r.execute(&batch)?;
-        let dt = t.elapsed().as_secs_f64();
-        if step >= DECODE_WARMUP {
-            times.push(dt);
-        }
-        // Profiling runs that skip the LM head leave stale tokens: keep them in range.
-        for (l, &t) in last.iter_mut().zip(&out.sampled) {
-            *l = t % vocab as u32;
-        }
-    }
-    Ok(median(times))
-}
-
-/// `--overheads`: the pieces of a batch-`b` decode step ([`CudaRunner::step_overheads`]),
-/// on the metadata of a step after `decode`'s last (context CONTEXT + DECODE_STEPS + DECODE_WARMUP).
-fn print_overheads(r: &mut CudaRunner, b: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let tables = decode_tables(b);
-    let toks = [1u32];
-    let batch = ScheduledBatch {
-        seqs: (0..b)
-            .map(|i| ScheduledSeq {
-                request_id: RequestId(i as u64),
-                token_ids: &toks,
-                start_pos: CONTEXT + DECODE_WARMUP + DECODE_STEPS - 1,
-                block_table: &tables[i],
-                samples: true,
-            })
-            .collect(),
-        block_size: BLOCK_SIZE,
-    };
-    for round in 0..3 {
-        let o = r.step_overheads(&batch, 200)?;
-        println!(
-            "overheads batch {b} round {round} (us, medians of 200): pack {:.1}, graph+wait {:.1}, whole step {:.1}, GPU span of the graph {:.1}, graph back to back {:.1}",
-            o.pack * 1e6,
-            o.graph_and_wait * 1e6,
-            o.whole_step * 1e6,
-            o.gpu_span * 1e6,
-            o.graph_back_to_back * 1e6
-        );
-    }
-    Ok(())
-}
-
-pub(crate) fn prefill(
-    r: &mut CudaRunner,
-    n: usize,
-    vocab: usize,
-) -> Result<f64, Box<dyn std::error::Error>> {
-    let prompt = tokens(n, vocab, 5);
-    let table: Vec<u32> = (1..=n.div_ceil(BLOCK_SIZE) as u32).collect();
-    let mut times = Vec::new();
-    for rep in 0..13 {
-        let batch = ScheduledBatch {
-            seqs: vec![ScheduledSeq {
-                request_id: RequestId(0),
-                token_ids: &prompt,
-                start_pos: 0,
-                block_table: &table,
-                samples: true,
-            }],
-            block_size: BLOCK_SIZE,
-        };
-        let t = Instant::now();
-        r.execute(&batch)?;
-        if rep >= 3 {
-            times.push(t.elapsed().as_secs_f64());
-        }
-    }
-    Ok(median(times))
-}
+use steps::{decode, prefill, print_overheads, Workload, BLOCK_SIZE, DEFAULT_CONTEXT};
 
 /// Options that take a value, and those that do not.
-const VALUE_OPTIONS: [&str; 6] = [
+const VALUE_OPTIONS: [&str; 7] = [
     "--out",
     "--model",
+    "--context",
     "--split-k",
     "--only-decode",
     "--decode-kernel",
@@ -264,6 +122,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .into(),
         );
     }
+    let context = match value("--context") {
+        Some(c) => c.parse().map_err(|_| {
+            format!(
+                "--context takes the median number of keys a timed decode step attends to, not {c}"
+            )
+        })?,
+        None => DEFAULT_CONTEXT,
+    };
     let split_k: Option<usize> = value("--split-k")
         .map(|v| match v.parse() {
             Ok(n) if (1..=SPLIT_K_MAX).contains(&n) => Ok(n),
@@ -276,17 +142,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
     let eager = flag("--eager");
     let cfg = Qwen3Config::preset(&model)?;
+    // Checked before the weights and the runner, which take a while.
+    let budget = 3200;
+    let wl = Workload::new(cfg.vocab_size, budget, context)?;
     let t = Instant::now();
     let w = Qwen3Weights::synthetic(&cfg, 42);
     println!(
         "synthetic {model} weights in {:.1}s",
         t.elapsed().as_secs_f64()
     );
-    let budget = 3200;
     let batches = [1usize, 16, 64, 256];
     let rc = CudaRunnerConfig {
         block_size: BLOCK_SIZE,
-        num_gpu_blocks: Some(256 * BLOCKS_PER_SEQ + 8),
+        num_gpu_blocks: Some(256 * wl.blocks_per_seq() + 8),
         gpu_memory_utilization: 0.9,
         max_num_seqs: 256,
         max_num_batched_tokens: budget,
@@ -323,16 +191,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if launch_buckets {
             for other in r.graph_buckets().into_iter().filter(|&o| o != b) {
-                decode(&mut r, other, cfg.vocab_size, budget)?;
+                decode(&mut r, other, &wl)?;
             }
         }
-        let s = decode(&mut r, b, cfg.vocab_size, budget)?;
-        println!(
-            "decode  batch {b:>3} ctx ~{CONTEXT}: {:.3} ms/step",
-            s * 1e3
-        );
+        let s = decode(&mut r, b, &wl)?;
+        println!("decode  batch {b:>3} ctx {context}: {:.3} ms/step", s * 1e3);
         if overheads {
-            print_overheads(&mut r, b)?;
+            print_overheads(&mut r, b, &wl)?;
         }
         return Ok(());
     }
@@ -348,10 +213,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => println!("{label}: ERROR {e}"),
     };
     for &b in &batches {
-        let timing = decode(&mut r, b, cfg.vocab_size, budget);
+        let timing = decode(&mut r, b, &wl);
         row(
-            format!("decode  batch {b:>3} ctx ~{CONTEXT}"),
-            format!("decode,{b},{CONTEXT}"),
+            format!("decode  batch {b:>3} ctx {context}"),
+            format!("decode,{b},{context}"),
             b,
             timing,
         );
@@ -366,8 +231,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let run = tuning::Run {
-        vocab: cfg.vocab_size,
-        budget,
+        workload: wl,
         out: &out,
         date: &date,
     };

@@ -3,7 +3,7 @@
 //! `--split-sweep` (the O and down products split over K, by batch) and
 //! `--pdl-sweep` (programmatic dependent launches on and off, by batch).
 
-use crate::{decode, prefill};
+use crate::steps::{decode, prefill, Workload};
 use engine::runner::cuda::{
     CudaRunner, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
 };
@@ -11,11 +11,10 @@ use std::fmt::Write as _;
 
 type Timing = Result<f64, Box<dyn std::error::Error>>;
 
-/// What every tuning run shares: the model's vocabulary, the runner's token
-/// budget, where the CSV goes, and the run's date for its rows.
+/// What every tuning run shares: the decode workload, where the CSV goes, and
+/// the run's date for its rows.
 pub(crate) struct Run<'a> {
-    pub vocab: usize,
-    pub budget: usize,
+    pub workload: Workload,
     pub out: &'a std::path::Path,
     pub date: &'a str,
 }
@@ -34,7 +33,7 @@ fn record(csv: &mut String, label: &str, row: &str, date: &str, timing: Timing) 
 
 /// Decode step time for each decode-attention kernel and split target.
 pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
-    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
+    let (wl, date) = (&run.workload, run.date);
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
     let chosen = r.decode_tuning();
     for b in [1usize, 16, 64, 256] {
@@ -50,7 +49,7 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
                     &format!("tune decode{b:<4} {kernel:<13} target {target:>5}"),
                     &format!("{b},{kernel},{target}"),
                     date,
-                    decode(r, b, vocab, budget),
+                    decode(r, b, wl),
                 );
             }
         }
@@ -65,7 +64,7 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
 /// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
 /// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
 pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
-    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
+    let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
     }
@@ -105,10 +104,10 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
             r.set_use_pdl(variant != "full_no_pdl");
             r.set_fuse_rope(variant != "full_unfused_rope");
             let s = match case {
-                "decode1" => decode(r, 1, vocab, budget),
-                "decode16" => decode(r, 16, vocab, budget),
-                "decode64" => decode(r, 64, vocab, budget),
-                "decode256" => decode(r, 256, vocab, budget),
+                "decode1" => decode(r, 1, wl),
+                "decode16" => decode(r, 16, wl),
+                "decode64" => decode(r, 64, wl),
+                "decode256" => decode(r, 256, wl),
                 "prefill3200" => prefill(r, 3200, vocab),
                 _ => prefill(r, 512, vocab),
             };
@@ -133,7 +132,7 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
 /// 1 (never), 2, 4, 6 or 8 slices, and with the runner's rule (`rule`); then
 /// eager prefill steps of 24-256 tokens with the rule, 1 and 4 slices.
 pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
-    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
+    let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
     let mut csv = String::from("case,splits,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256] {
         for splits in [None, Some(1usize), Some(2), Some(4), Some(6), Some(8)] {
@@ -144,7 +143,7 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
                 &format!("split-k decode{b:<4} splits {label:>4}"),
                 &format!("decode{b},{label}"),
                 date,
-                decode(r, b, vocab, budget),
+                decode(r, b, wl),
             );
         }
     }
@@ -170,7 +169,7 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
 /// Decode step time by batch with programmatic dependent launches on and off,
 /// alternating, twice each.
 pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
-    let (vocab, budget, date) = (run.vocab, run.budget, run.date);
+    let (wl, date) = (&run.workload, run.date);
     let mut csv = String::from("batch,pdl,round,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
         for round in 0..2 {
@@ -181,7 +180,7 @@ pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std
                     &format!("pdl decode{b:<4} pdl {pdl:<5} round {round}"),
                     &format!("{b},{pdl},{round}"),
                     date,
-                    decode(r, b, vocab, budget),
+                    decode(r, b, wl),
                 );
             }
         }
