@@ -6,7 +6,7 @@
 //! [`DECODE_STEPS`] steps after [`DECODE_WARMUP`] warm-up steps. The
 //! workload's `context` is the median number of keys those timed steps attend
 //! to: the prompt is `context - 25` tokens, so at the default 300 the timed
-//! steps attend to 281–320 keys. (Until 2026-11-30 the prompt was 300 tokens
+//! steps attend to 281–320 keys. (Before commit f059cd9 the prompt was 300 tokens
 //! and the timed steps attended to 306–345 keys, median 325, under the label
 //! 300; the issue's `tokens` column is the decode context, so the label now
 //! says what the steps attend to, and `--context 325` repeats the old

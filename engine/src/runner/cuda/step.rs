@@ -102,6 +102,15 @@ impl CudaRunner {
         Ok(host.chunks(v.max(1)).map(|c| c.to_vec()).collect())
     }
 
+    /// The step's one host-to-device copy: the metadata `pack_step` wrote for `lay`.
+    pub(super) fn copy_meta(&self, lay: &StepLayout) -> Result<(), RunnerError> {
+        copy_htod_async(
+            self.ws.meta.ptr,
+            &self.meta_host.as_slice()[..lay.total],
+            &self.stream,
+        )
+    }
+
     pub(super) fn run_step(&mut self, batch: &ScheduledBatch<'_>) -> Result<Vec<u32>, RunnerError> {
         let decode_only = batch
             .seqs
@@ -113,11 +122,7 @@ impl CudaRunner {
             None
         };
         let lay = pack_step(batch, &self.limits, bucket, self.meta_host.as_mut_slice())?;
-        copy_htod_async(
-            self.ws.meta.ptr,
-            &self.meta_host.as_slice()[..lay.total],
-            &self.stream,
-        )?;
+        self.copy_meta(&lay)?;
         // Zero keys: `argmax_rows` writes every sampled row's, padded rows too (wait_for_keys).
         self.sampled_host.as_mut_slice()[..lay.num_sampled].fill(0);
         let max_ctx = batch
