@@ -346,7 +346,7 @@ __device__ __forceinline__ void attn_decode_block_body(
 //
 // DECODE_ENTRIES(NAME, THREADS, BODY, TEMPLATE_ARGS...): the pair of kernels NAME and NAME_rope
 // of a decode kernel family whose BODY<TEMPLATE_ARGS..., ROPE> takes DECODE_UNIT_PARAMS and a
-// RopeIn (decode_mma_attention.cu's family too).
+// RopeIn.
 #define DECODE_ENTRIES(NAME, THREADS, BODY, ...)                                                              \
     extern "C" __global__ void __launch_bounds__(THREADS) NAME(DECODE_UNIT_PARAMS, int n_units) {           \
         if ((int)blockIdx.x >= n_units) return;                                                             \

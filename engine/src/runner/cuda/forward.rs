@@ -270,7 +270,6 @@ impl CudaRunner {
                     num_decodes: lay.num_decodes,
                     num_q_heads: nq,
                     num_kv_heads: nkv,
-                    head_dim: d,
                     nsplit,
                     pdl,
                     rope,
