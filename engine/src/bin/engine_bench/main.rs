@@ -11,9 +11,8 @@
 //!
 //! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--context N] [--eager] [--no-pdl]
 //! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
-//! [--pdl-sweep] [--upload-graphs]
-//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs
-//! [--launch-buckets]] [--overheads]]`:
+//! [--pdl-sweep]
+//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs] [--overheads]]`:
 //! - `--context N`: decode steps centred on N keys instead of 300;
 //! - `--no-pdl`: no kernel is a programmatic dependent launch;
 //! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
@@ -28,15 +27,10 @@
 //! - `--only-decode B`: times decode steps at batch B only (with the decode
 //!   attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
 //!   warps, where given) and writes nothing (a run to put under a profiler);
-//!   `--warm-graphs` first captures every bucket's graph, as real mode does,
-//!   and `--launch-buckets` then runs decode steps at every other bucket, so
-//!   that their graphs are launched (uploaded) before B's; `--overheads`
-//!   then times the pieces of such a step: host packing, the graph launched
-//!   and waited for, the whole step, its GPU span, and graph replays back to
-//!   back (`CudaRunner::step_overheads`);
-//! - `--upload-graphs`: each decode graph is uploaded when captured (on the
-//!   H200 that made the graphs uploaded after the first few about 5 % slower,
-//!   results/h200/graph_instances.txt).
+//!   `--warm-graphs` first captures every bucket's graph, as real mode does;
+//!   `--overheads` then times the pieces of such a step: host packing, the
+//!   graph launched and waited for, the whole step, its GPU span, and graph
+//!   replays back to back (`CudaRunner::step_overheads`).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel, SPLIT_K_MAX};
@@ -62,10 +56,8 @@ const VALUE_OPTIONS: [&str; 7] = [
     "--decode-kernel",
     "--split-target",
 ];
-const FLAGS: [&str; 11] = [
+const FLAGS: [&str; 9] = [
     "--overheads",
-    "--upload-graphs",
-    "--launch-buckets",
     "--eager",
     "--no-pdl",
     "--no-gemm-tuning",
@@ -110,10 +102,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?;
     let warm_graphs = flag("--warm-graphs");
     let overheads = flag("--overheads");
-    let launch_buckets = flag("--launch-buckets");
-    if launch_buckets && !warm_graphs {
-        return Err("--launch-buckets applies to --only-decode B --warm-graphs runs only".into());
-    }
     if only_decode.is_none()
         && (kernel_choice.is_some() || target_choice.is_some() || warm_graphs || overheads)
     {
@@ -167,9 +155,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if split_k.is_some() {
         r.set_split_k(split_k);
     }
-    if flag("--upload-graphs") {
-        r.set_upload_graphs(true);
-    }
     if flag("--no-pdl") {
         r.set_use_pdl(false);
     }
@@ -188,11 +173,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
         if warm_graphs {
             r.warm_up_graphs()?;
-        }
-        if launch_buckets {
-            for other in r.graph_buckets().into_iter().filter(|&o| o != b) {
-                decode(&mut r, other, &wl)?;
-            }
         }
         let s = decode(&mut r, b, &wl)?;
         println!("decode  batch {b:>3} ctx {context}: {:.3} ms/step", s * 1e3);

@@ -169,9 +169,6 @@ pub struct CudaRunner {
     decode_target_warps: usize,
     use_pdl: bool,
     fuse_rope: bool,
-    /// Upload each decode graph to the device when it is captured (`cuGraphUpload`) rather
-    /// than at its first launch (step.rs says why not by default).
-    upload_graphs: bool,
 }
 
 fn workspace(
@@ -328,7 +325,6 @@ impl CudaRunner {
             decode_target_warps: DECODE_TARGET_WARPS,
             use_pdl: true,
             fuse_rope: true,
-            upload_graphs: false,
         })
     }
 

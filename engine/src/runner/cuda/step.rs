@@ -240,13 +240,10 @@ impl CudaRunner {
         let graph = end
             .map_err(|e| dev_err("end graph capture", e))?
             .ok_or_else(|| RunnerError::Device("graph capture produced no graph".into()))?;
-        // Not uploaded here by default: on the H200, once a few graphs had been uploaded at
-        // capture, the later ones ran about 5 % slower at every launch (batch 64 with all 13
+        // Not uploaded here (`cuGraphUpload`): on the H200, once a few graphs had been uploaded
+        // at capture, the later ones ran about 5 % slower at every launch (batch 64 with all 13
         // buckets captured: 1.70 ms a step uploaded, 1.62 left to its first launch;
-        // results/h200/graph_instances.txt). The first launch uploads it instead.
-        if self.upload_graphs {
-            graph.upload().map_err(|e| dev_err("graph upload", e))?;
-        }
+        // docs/performance.md). The first launch uploads it instead.
         Ok(graph)
     }
 }

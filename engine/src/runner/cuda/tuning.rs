@@ -74,13 +74,6 @@ impl CudaRunner {
         self.graphs.clear();
     }
 
-    /// Upload each decode graph when it is captured (`cuGraphUpload`) instead
-    /// of at its first launch. Off by default: measured slower (step.rs).
-    pub fn set_upload_graphs(&mut self, on: bool) {
-        self.upload_graphs = on;
-        self.graphs.clear();
-    }
-
     /// Tune the GEMMs of decode graphs before capturing them (default on:
     /// each shape runs the cuBLASLt algorithm measured fastest, gemm_lt.rs)
     /// or run `cublasGemmEx` everywhere (the plans tuned so far are kept for
