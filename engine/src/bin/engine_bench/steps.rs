@@ -8,8 +8,8 @@
 //! to: the prompt is `context - 25` tokens, so at the default 300 the timed
 //! steps attend to 281–320 keys. (Before commit f059cd9 the prompt was 300 tokens
 //! and the timed steps attended to 306–345 keys, median 325, under the label
-//! 300; the issue's `tokens` column is the decode context, so the label now
-//! says what the steps attend to, and `--context 325` repeats the old
+//! 300; `engine.csv`'s `tokens` column is the decode context, so the label
+//! now says what the steps attend to, and `--context 325` repeats the old
 //! workload.)
 //!
 //! Prefill ([`prefill`]): one prompt of N tokens in one step, median of 10
@@ -22,7 +22,7 @@ use std::time::Instant;
 pub(crate) const BLOCK_SIZE: usize = 16;
 pub(crate) const DECODE_WARMUP: usize = 5;
 pub(crate) const DECODE_STEPS: usize = 40;
-/// The context the decode targets are set at.
+/// The decode context timed by default (the `tokens` of `engine.csv`'s decode rows).
 pub(crate) const DEFAULT_CONTEXT: usize = 300;
 /// Contexts `--context` accepts: a prompt of at least one token, and KV blocks
 /// for 256 sequences that fit the H200 with room to spare.

@@ -214,7 +214,7 @@ __device__ __forceinline__ void attn_decode_body(
 }
 
 // 8-key groups with the next group prefetched (16-key groups without prefetch, and a cp.async
-// shared-memory pipeline per warp, were measured slower: results/h200/NOTES.md).
+// shared-memory pipeline per warp, were measured slower: docs/performance.md).
 #define DECODE_ENTRY(NAME, GROUP, PREFETCH)                                                                   \
     extern "C" __global__ void __launch_bounds__(128) NAME(                                                 \
         const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \

@@ -121,7 +121,8 @@ pub(crate) fn copy_dtoh_async<T>(
 /// Page-locked host memory (so the per-step copy is true async DMA), mapped
 /// into the device's address space so that a kernel can write results into
 /// it (`argmax_rows`, step.rs). Kernels reading the step metadata from it
-/// were slower than the copy: 20 µs for 8 KB at batch 64 on the H200.
+/// were slower than the copy: 20 µs for 8 KB at batch 64 on the H200
+/// (docs/performance.md).
 pub(crate) struct PinnedBuffer<T: Copy + Default> {
     ptr: *mut T,
     len: usize,

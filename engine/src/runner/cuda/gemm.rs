@@ -159,7 +159,7 @@ impl Gemm {
     /// strided-batched call; `a.y` holds `splits` fp32 `m × n` matrices back to back (`a.out`
     /// must be [`OutType::F32`]). At a few dozen rows cuBLAS runs the O and down projections
     /// with too few blocks to stream their weights; the batches give it more
-    /// (results/h200/gemm_bench_split.csv).
+    /// (`scripts/gemm_bench.cu`; where the runner splits: `linear::split_k_for`).
     pub fn linear_split_k(&self, a: &GemmArgs, splits: usize) -> Result<(), RunnerError> {
         let GemmArgs { m, k, out, .. } = *a;
         if m == 0 {

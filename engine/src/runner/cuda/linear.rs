@@ -1,7 +1,6 @@
 //! `y[m, n] = x[m, k] · w[n, k]ᵀ` (a Linear layer) by the kernel that is
 //! fastest for the shape on the H200: the skinny tensor-core kernel for small
-//! products, cuBLAS otherwise (scripts/gemm_bench.cu,
-//! results/h200/gemm_bench.csv).
+//! products, cuBLAS otherwise (`scripts/gemm_bench.cu`; docs/performance.md).
 //!
 //! The two products whose output is added to the residual stream (O and
 //! down) may instead run split over K ([`split_k_for`]): fp32 partials that
@@ -16,10 +15,11 @@ use crate::runner::{gemm_padded_rows, RunnerError};
 use cudarc::driver::CudaStream;
 
 /// The skinny kernel re-reads all of `x` in every block of 8 output columns,
-/// so it wins only while `m · n` is small: measured on the H200 (28-layer
-/// graphs, 2026-11-30) it beats cuBLAS for Qwen3-0.6B's O and down
-/// projections (n = 1024) up to 24–32 rows and for its QKV (n = 4096) up to 8
-/// rows, and loses for gate-up (n = 6144) and the LM head at any row count.
+/// so it wins only while `m · n` is small: measured on the H200 by
+/// `scripts/gemm_bench.cu` (28-layer graphs, 2026-11-30) it beats cuBLAS for
+/// Qwen3-0.6B's O and down projections (n = 1024) up to 24–32 rows and for
+/// its QKV (n = 4096) up to 8 rows, and loses for gate-up (n = 6144) and the
+/// LM head at any row count.
 const SKINNY_MAX_PRODUCT: usize = 32 * 1024;
 const SKINNY_MAX_COLS: usize = 4096;
 

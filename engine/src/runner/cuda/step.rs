@@ -172,7 +172,7 @@ impl CudaRunner {
     /// still returns. The last blocks may still be retiring when this
     /// returns; the next step's work queues behind them on the stream. On the
     /// H200 this answered 3–4 µs sooner than waiting for the stream
-    /// (results/h200/NOTES.md, twelfth session).
+    /// (docs/performance.md).
     fn wait_for_keys(&self, n: usize) -> Result<(), RunnerError> {
         let keys = self.sampled_host.as_slice().as_ptr();
         let mut spins = 0u32;
@@ -208,8 +208,8 @@ impl CudaRunner {
     /// Captures the forward pass without instantiating it, only for the GEMM
     /// shapes it notes (gemm_lt.rs). A graph instantiated and thrown away
     /// here made the one captured after it run 0.08 ms slower at batch 64 on
-    /// the H200 while graphs were uploaded at capture (results/h200/NOTES.md,
-    /// ninth and tenth sessions); nothing here needs an instance.
+    /// the H200 (measured while graphs were uploaded at capture;
+    /// docs/performance.md); nothing here needs an instance.
     fn note_gemms(&self, lay: &StepLayout, nsplit: usize) -> Result<(), RunnerError> {
         if !self.gemm.lt.enabled() {
             return Ok(());
