@@ -33,7 +33,7 @@
 //!   replays back to back (`CudaRunner::step_overheads`).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel, SPLIT_K_MAX};
+use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, CudaTuning, DecodeKernel, SPLIT_K_MAX};
 use engine::ModelRunner;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -152,14 +152,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let t = Instant::now();
     let mut r = CudaRunner::new(&cfg, &w, &rc)?;
-    if split_k.is_some() {
-        r.set_split_k(split_k);
-    }
-    if flag("--no-pdl") {
-        r.set_use_pdl(false);
-    }
     let gemm_tuning = !flag("--no-gemm-tuning");
-    r.set_gemm_tuning(gemm_tuning);
+    r.set_tuning(CudaTuning {
+        split_k,
+        pdl: !flag("--no-pdl"),
+        gemm_tuning,
+        ..CudaTuning::default()
+    })?;
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
         r.device_name(),
@@ -169,8 +168,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `--only-decode B`: decode steps at batch B and nothing else (for a profiler).
     if let Some(b) = only_decode {
         // Either setting alone keeps the runner's choice for the other.
-        let (kernel, target) = r.decode_tuning();
-        r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
+        let t = *r.tuning();
+        r.set_tuning(CudaTuning {
+            decode_kernel: kernel_choice.or(t.decode_kernel),
+            decode_target_warps: target_choice.unwrap_or(t.decode_target_warps),
+            ..t
+        })?;
         if warm_graphs {
             r.warm_up_graphs()?;
         }

@@ -5,7 +5,7 @@
 
 use crate::steps::{decode, prefill, Workload};
 use engine::runner::cuda::{
-    CudaRunner, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+    CudaRunner, CudaTuning, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
 };
 use std::fmt::Write as _;
 
@@ -35,11 +35,16 @@ fn record(csv: &mut String, label: &str, row: &str, date: &str, timing: Timing) 
 pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let (wl, date) = (&run.workload, run.date);
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
-    let chosen = r.decode_tuning();
+    let chosen = *r.tuning();
     for b in [1usize, 16, 64, 256] {
         for kernel in DecodeKernel::ALL {
             for target in [1024usize, 2048, 4096] {
-                if let Err(e) = r.set_decode_tuning(Some(kernel), target) {
+                let t = CudaTuning {
+                    decode_kernel: Some(kernel),
+                    decode_target_warps: target,
+                    ..chosen
+                };
+                if let Err(e) = r.set_tuning(t) {
                     println!("tune {kernel:?}: {e}");
                     continue;
                 }
@@ -54,7 +59,7 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
             }
         }
     }
-    r.set_decode_tuning(chosen.0, chosen.1)?;
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("tune.csv"), csv)?;
     Ok(())
 }
@@ -89,6 +94,7 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
             default,
         ),
     ];
+    let chosen = *r.tuning();
     let mut csv = String::from("case,variant,ms_median,date\n");
     for case in [
         "decode1",
@@ -99,10 +105,13 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
         "prefill512",
     ] {
         for &(variant, mask, skinny) in &masks {
-            r.set_use_skinny_gemm(skinny);
-            r.set_profile_skip(mask);
-            r.set_use_pdl(variant != "full_no_pdl");
-            r.set_fuse_rope(variant != "full_unfused_rope");
+            r.set_tuning(CudaTuning {
+                skinny_gemm: skinny,
+                profile_skip: mask,
+                pdl: variant != "full_no_pdl",
+                fuse_rope: variant != "full_unfused_rope",
+                ..chosen
+            })?;
             let s = match case {
                 "decode1" => decode(r, 1, wl),
                 "decode16" => decode(r, 16, wl),
@@ -120,10 +129,7 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
             );
         }
     }
-    r.set_profile_skip(0);
-    r.set_use_skinny_gemm(true);
-    r.set_use_pdl(true);
-    r.set_fuse_rope(true);
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("profile.csv"), csv)?;
     Ok(())
 }
@@ -133,10 +139,14 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
 /// eager prefill steps of 24-256 tokens with the rule, 1 and 4 slices.
 pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
+    let chosen = *r.tuning();
     let mut csv = String::from("case,splits,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256] {
         for splits in [None, Some(1usize), Some(2), Some(4), Some(6), Some(8)] {
-            r.set_split_k(splits);
+            r.set_tuning(CudaTuning {
+                split_k: splits,
+                ..chosen
+            })?;
             let label = splits.map_or("rule".to_string(), |s| s.to_string());
             record(
                 &mut csv,
@@ -150,7 +160,10 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
     // Eager steps: one prompt of n tokens.
     for n in [24usize, 32, 64, 128, 256] {
         for splits in [None, Some(1usize), Some(4)] {
-            r.set_split_k(splits);
+            r.set_tuning(CudaTuning {
+                split_k: splits,
+                ..chosen
+            })?;
             let label = splits.map_or("rule".to_string(), |s| s.to_string());
             record(
                 &mut csv,
@@ -161,7 +174,7 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
             );
         }
     }
-    r.set_split_k(None);
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("split_k.csv"), csv)?;
     Ok(())
 }
@@ -170,11 +183,12 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
 /// alternating, twice each.
 pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let (wl, date) = (&run.workload, run.date);
+    let chosen = *r.tuning();
     let mut csv = String::from("batch,pdl,round,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
         for round in 0..2 {
             for pdl in [true, false] {
-                r.set_use_pdl(pdl);
+                r.set_tuning(CudaTuning { pdl, ..chosen })?;
                 record(
                     &mut csv,
                     &format!("pdl decode{b:<4} pdl {pdl:<5} round {round}"),
@@ -185,7 +199,7 @@ pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std
             }
         }
     }
-    r.set_use_pdl(true);
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("pdl.csv"), csv)?;
     Ok(())
 }

@@ -36,7 +36,7 @@ pub(crate) fn skinny_wins(m: usize, n: usize, k: usize) -> bool {
 }
 
 /// Most slices of K a residual product is split into (also the most
-/// [`CudaRunner::set_split_k`] takes).
+/// [`super::CudaTuning::split_k`] takes).
 pub const SPLIT_K_MAX: usize = 8;
 /// Most partials `add_rmsnorm` adds up (`NORM_MAX_PARTS` in kernels.cu).
 const NORM_MAX_PARTS: usize = 8;
@@ -165,10 +165,10 @@ impl CudaRunner {
         a: &GemmArgs,
         group: u32,
     ) -> Result<(), RunnerError> {
-        if self.profile_skip & group != 0 || a.m == 0 {
+        if self.skips(group) || a.m == 0 {
             return Ok(());
         }
-        if self.use_skinny && skinny_wins(a.m, a.n, a.k) {
+        if self.tuning.skinny_gemm && skinny_wins(a.m, a.n, a.k) {
             return skinny_gemm(&self.stream, &self.kernels, a, pdl);
         }
         let rows = if pad { gemm_padded_rows(a.m) } else { a.m };
@@ -177,7 +177,7 @@ impl CudaRunner {
 
     /// Slices of K for a residual product: the tuning override if set, else [`split_k_for`].
     fn residual_splits(&self, m: usize, n: usize, k: usize, graphed: bool) -> usize {
-        match self.split_k {
+        match self.tuning.split_k {
             Some(s) if m <= SPLIT_K_MAX_ROWS => largest_split(k, s.clamp(1, SPLIT_K_MAX)),
             Some(_) => 1,
             None => split_k_for(m, n, k, graphed),
@@ -200,7 +200,7 @@ impl CudaRunner {
             ..*a
         };
         let splits = self.residual_splits(a.m, a.n, a.k, graphed);
-        if splits <= 1 || self.profile_skip & group != 0 {
+        if splits <= 1 || self.skips(group) {
             self.linear(pdl, true, &bf16_out, group)?;
             return Ok(Delta::bf16(a.y));
         }

@@ -50,7 +50,7 @@ impl CudaRunner {
             n_dec,
             self.cfg.num_key_value_heads,
             self.decode_kernel_for(n_dec).warps_per_unit(),
-            self.decode_target_warps,
+            self.tuning.decode_target_warps.max(1),
             max_ctx,
             self.max_splits,
             self.limits.max_seqs * self.max_splits,
@@ -151,7 +151,7 @@ impl CudaRunner {
         self.last = LastStep {
             num_sampled: n_real,
         };
-        if lay.num_sampled == 0 || self.profile_skip & SKIP_HEAD != 0 {
+        if lay.num_sampled == 0 || self.skips(SKIP_HEAD) {
             // Nothing to wait for in host memory: wait for the stream (the next step's packing
             // must not overwrite the metadata before this step's copy has read it).
             device::sync(&self.stream)?;
@@ -197,7 +197,7 @@ impl CudaRunner {
     }
 
     /// Captures the forward pass of `lay` into a graph. With GEMM tuning on
-    /// ([`CudaRunner::set_gemm_tuning`]), the GEMM shapes not tuned yet are
+    /// ([`super::CudaTuning::gemm_tuning`]), the GEMM shapes not tuned yet are
     /// noted first and tuned (gemm_lt.rs), so that the graph has their plans.
     fn capture(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
         self.note_gemms(lay, nsplit)?;
