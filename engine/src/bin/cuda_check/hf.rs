@@ -22,7 +22,7 @@ pub fn vs_hf(
     budget: Option<usize>,
     csv: &mut String,
     date: &str,
-) -> Result<bool, Box<dyn std::error::Error>> {
+) -> anyhow::Result<bool> {
     let label = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -102,12 +102,7 @@ fn quick() -> bool {
 }
 
 /// CUDA vs CPU on synthetic weights of `model`; appends CSV rows; returns pass.
-fn vs_cpu(
-    model: &str,
-    steps: usize,
-    csv: &mut String,
-    date: &str,
-) -> Result<bool, Box<dyn std::error::Error>> {
+fn vs_cpu(model: &str, steps: usize, csv: &mut String, date: &str) -> anyhow::Result<bool> {
     let cfg = Qwen3Config::preset(model)?;
     let w = Qwen3Weights::synthetic(&cfg, 1234);
     let mut rng = StdRng::seed_from_u64(99);
@@ -225,7 +220,7 @@ fn error_paths() -> bool {
         Err(e) => report(
             "kv blocks from gpu_memory_utilization 0.3",
             false,
-            e.to_string(),
+            format!("{:#}", anyhow::Error::from(e)),
         ),
     }
     for (name, rc) in [
@@ -247,7 +242,11 @@ fn error_paths() -> bool {
     ] {
         match CudaRunner::new(&cfg, &w, &rc) {
             Err(e @ RunnerError::OutOfMemory { .. }) => report(name, true, e.to_string()),
-            Err(e) => report(name, false, format!("wrong error: {e}")),
+            Err(e) => report(
+                name,
+                false,
+                format!("wrong error: {:#}", anyhow::Error::from(e)),
+            ),
             Ok(_) => report(name, false, "constructed a runner".into()),
         }
     }
@@ -309,7 +308,7 @@ fn main() {
                     ok &= pass;
                 }
                 Err(e) => {
-                    println!("FAIL [{model}] EngineCore: {e}");
+                    println!("FAIL [{model}] EngineCore: {e:#}");
                     ok = false;
                 }
             }
@@ -324,7 +323,7 @@ fn main() {
             match vs_cpu(model, steps, &mut csv, &date) {
                 Ok(p) => ok &= p,
                 Err(e) => {
-                    println!("FAIL [{model}] vs cpu: {e}");
+                    println!("FAIL [{model}] vs cpu: {e:#}");
                     ok = false;
                 }
             }
@@ -341,7 +340,7 @@ fn main() {
             match hf::vs_hf(std::path::Path::new(dir), hf_budget, &mut csv, &date) {
                 Ok(p) => ok &= p,
                 Err(e) => {
-                    println!("FAIL vs hf ({dir}): {e}");
+                    println!("FAIL vs hf ({dir}): {e:#}");
                     ok = false;
                 }
             }

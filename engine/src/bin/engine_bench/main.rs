@@ -193,7 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("{label}: {:.3} ms, {:.0} tok/s", s * 1e3, tokens as f64 / s);
             let _ = writeln!(csv, "{key},{:.4},{:.1},{date}", s * 1e3, tokens as f64 / s);
         }
-        Err(e) => println!("{label}: ERROR {e}"),
+        Err(e) => println!("{label}: ERROR {e:#}"),
     };
     for &b in &batches {
         let timing = decode(&mut r, b, &wl);

@@ -29,7 +29,7 @@ pub(crate) const DEFAULT_CONTEXT: usize = 300;
 pub(crate) const CONTEXT_RANGE: std::ops::RangeInclusive<usize> =
     (DECODE_WARMUP + DECODE_STEPS / 2 + 1)..=2048;
 
-type Timing = Result<f64, Box<dyn std::error::Error>>;
+type Timing = anyhow::Result<f64>;
 
 /// What every timed decode step shares: the model's vocabulary, the runner's
 /// token budget (prompts are prefilled in steps of at most this many tokens)
@@ -156,11 +156,7 @@ pub(crate) fn decode(r: &mut CudaRunner, b: usize, wl: &Workload) -> Timing {
 /// `--overheads`: the pieces of a batch-`b` decode step
 /// ([`CudaRunner::step_overheads`]), on the metadata of [`decode`]'s last
 /// timed step (attending to `timed_keys().1` keys).
-pub(crate) fn print_overheads(
-    r: &mut CudaRunner,
-    b: usize,
-    wl: &Workload,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn print_overheads(r: &mut CudaRunner, b: usize, wl: &Workload) -> anyhow::Result<()> {
     let tables = wl.tables(b);
     let toks = [1u32];
     let batch = ScheduledBatch {

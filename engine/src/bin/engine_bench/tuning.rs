@@ -9,7 +9,7 @@ use engine::runner::cuda::{
 };
 use std::fmt::Write as _;
 
-type Timing = Result<f64, Box<dyn std::error::Error>>;
+type Timing = anyhow::Result<f64>;
 
 /// What every tuning run shares: the decode workload, where the CSV goes, and
 /// the run's date for its rows.
@@ -27,12 +27,12 @@ fn record(csv: &mut String, label: &str, row: &str, date: &str, timing: Timing) 
             println!("{label}: {:.3} ms", s * 1e3);
             let _ = writeln!(csv, "{row},{:.4},{date}", s * 1e3);
         }
-        Err(e) => println!("{label}: ERROR {e}"),
+        Err(e) => println!("{label}: ERROR {e:#}"),
     }
 }
 
 /// Decode step time for each decode-attention kernel and split target.
-pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, date) = (&run.workload, run.date);
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
     let chosen = *r.tuning();
@@ -45,7 +45,7 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
                     ..chosen
                 };
                 if let Err(e) = r.set_tuning(t) {
-                    println!("tune {kernel:?}: {e}");
+                    println!("tune {kernel:?}: {e:#}");
                     continue;
                 }
                 let kernel = format!("{kernel:?}");
@@ -68,7 +68,7 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
 /// what each group costs), with cuBLAS for every GEMM, without programmatic
 /// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
 /// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
-pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
@@ -137,7 +137,7 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
 /// Decode step time by batch with the O and down products split over K into
 /// 1 (never), 2, 4, 6 or 8 slices, and with the runner's rule (`rule`); then
 /// eager prefill steps of 24-256 tokens with the rule, 1 and 4 slices.
-pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
     let chosen = *r.tuning();
     let mut csv = String::from("case,splits,ms_median,date\n");
@@ -181,7 +181,7 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
 
 /// Decode step time by batch with programmatic dependent launches on and off,
 /// alternating, twice each.
-pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, date) = (&run.workload, run.date);
     let chosen = *r.tuning();
     let mut csv = String::from("batch,pdl,round,ms_median,date\n");
@@ -206,10 +206,7 @@ pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std
 
 /// The GEMM shapes tuned so far: cublasGemmEx's and the best cuBLASLt offer's
 /// µs per call, and which one the runner took (`gemm_tuning.csv`).
-pub(crate) fn write_gemm_tuning(
-    r: &CudaRunner,
-    run: &Run,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn write_gemm_tuning(r: &CudaRunner, run: &Run) -> anyhow::Result<()> {
     let mut csv =
         String::from("m,n,k,splits,gemm_ex_us,best_lt_us,best_lt_rank,offers,chosen,error,date\n");
     let us = |v: Option<f64>| v.map(|u| format!("{u:.3}")).unwrap_or_default();

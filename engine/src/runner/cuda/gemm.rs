@@ -11,7 +11,7 @@
 //! A shape tuned by [`Gemm::tune_noted`] runs the cuBLASLt algorithm measured
 //! fastest for it instead of `cublasGemmEx` (gemm_lt.rs).
 
-use super::device::{dev_err, DeviceBuffer};
+use super::device::{dev_err, error_chain, DeviceBuffer};
 use super::gemm_lt::{GemmKey, GemmTuneReport, LtDescs, LtGemms, LtPlan, MIN_GAIN, TUNE_CALLS};
 use crate::runner::RunnerError;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
@@ -234,7 +234,7 @@ impl Gemm {
         for (key, calls) in self.lt.take_noted() {
             let (plan, report) = self.tune_shape(&key, &calls).unwrap_or_else(|e| {
                 let failed = GemmTuneReport {
-                    error: Some(e.to_string()),
+                    error: Some(error_chain(&e)),
                     ..GemmTuneReport::unmeasured(&key)
                 };
                 (None, failed)
@@ -254,7 +254,10 @@ impl Gemm {
         let offers = descs.offers(self.lt.handle, WORKSPACE_BYTES)?;
         let gemm_ex_us = self
             .time_calls(calls, &|a| self.cublas(a, key.splits))?
-            .ok_or_else(|| RunnerError::Device(format!("cuBLAS failed for {key:?}")))?;
+            .ok_or_else(|| RunnerError::Device {
+                what: format!("tuning {key:?}"),
+                source: "cuBLAS failed in the tuning graph".into(),
+            })?;
         let mut best: Option<(f64, usize)> = None;
         for (rank, algo) in offers.iter().enumerate() {
             if let Some(us) = self.time_calls(calls, &|a| self.lt_matmul(&descs, algo, a))? {

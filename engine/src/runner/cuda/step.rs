@@ -239,7 +239,10 @@ impl CudaRunner {
         enq?;
         let graph = end
             .map_err(|e| dev_err("end graph capture", e))?
-            .ok_or_else(|| RunnerError::Device("graph capture produced no graph".into()))?;
+            .ok_or_else(|| RunnerError::Device {
+                what: "end graph capture".into(),
+                source: "the capture produced no graph".into(),
+            })?;
         // Not uploaded here (`cuGraphUpload`): on the H200, once a few graphs had been uploaded
         // at capture, the later ones ran about 5 % slower at every launch (batch 64 with all 13
         // buckets captured: 1.70 ms a step uploaded, 1.62 left to its first launch;
