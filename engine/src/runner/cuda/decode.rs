@@ -59,6 +59,17 @@ impl DecodeKernel {
         }
     }
 
+    /// The kernel's name, as `engine-bench --decode-kernel` takes it and
+    /// its `tune.csv` writes it (the variant's name).
+    pub fn name(self) -> &'static str {
+        match self {
+            DecodeKernel::Prefetch8 => "Prefetch8",
+            DecodeKernel::BlockW4U4 => "BlockW4U4",
+            DecodeKernel::BlockW8U4 => "BlockW8U4",
+            DecodeKernel::HeadsU4 => "HeadsU4",
+        }
+    }
+
     fn layout(self) -> Layout {
         match self {
             DecodeKernel::Prefetch8 => Layout::WarpPerUnit,
@@ -273,5 +284,12 @@ mod tests {
         // 33 KV heads would need 33 warps in one block.
         assert!(!DecodeKernel::HeadsU4.supports(128, 1, 33));
         assert!(DecodeKernel::ALL.iter().all(|k| k.supports(128, 2, 8)));
+    }
+
+    #[test]
+    fn a_kernel_is_named_as_its_variant() {
+        for k in DecodeKernel::ALL {
+            assert_eq!(k.name(), format!("{k:?}"));
+        }
     }
 }
