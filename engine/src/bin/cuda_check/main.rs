@@ -31,43 +31,14 @@ mod hf;
 
 use clap::Parser as _;
 use compare::{compare, disagreement_cell, prefix_match};
-use driver::{generate, LogitsRunner};
+use driver::generate;
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cpu::CpuRunner;
 use engine::runner::cuda::{kernel_self_test, CudaRunner, CudaRunnerConfig};
-use engine::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
+use engine::{ModelRunner, RunnerError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
-
-struct Cuda(CudaRunner);
-impl ModelRunner for Cuda {
-    fn num_kv_blocks(&self) -> usize {
-        self.0.num_kv_blocks()
-    }
-    fn execute(&mut self, b: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
-        self.0.execute(b)
-    }
-}
-impl LogitsRunner for Cuda {
-    fn logits(&mut self) -> Result<Vec<Vec<f32>>, RunnerError> {
-        self.0.last_logits()
-    }
-}
-struct Cpu(CpuRunner);
-impl ModelRunner for Cpu {
-    fn num_kv_blocks(&self) -> usize {
-        self.0.num_kv_blocks()
-    }
-    fn execute(&mut self, b: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
-        self.0.execute(b)
-    }
-}
-impl LogitsRunner for Cpu {
-    fn logits(&mut self) -> Result<Vec<Vec<f32>>, RunnerError> {
-        Ok(self.0.last_logits().to_vec())
-    }
-}
 
 const BLOCK_SIZE: usize = 16;
 
@@ -124,35 +95,31 @@ fn vs_cpu(model: &str, steps: usize, csv: &mut String, date: &str) -> anyhow::Re
     let max_len = 256;
     let blocks = 64;
     let t0 = std::time::Instant::now();
-    let mut cpu = Cpu(CpuRunner::new(cfg.clone(), &w, blocks, BLOCK_SIZE)?);
+    let mut cpu = CpuRunner::new(cfg.clone(), &w, blocks, BLOCK_SIZE)?;
     let reference = generate(&mut cpu, &prompts, steps, budget, BLOCK_SIZE, None, true)?;
     println!(
         "[{model}] cpu reference: {:.1}s",
         t0.elapsed().as_secs_f64()
     );
-    let mut cuda = Cuda(CudaRunner::new(
-        &cfg,
-        &w,
-        &runner_config(max_len, budget, blocks),
-    )?);
+    let mut cuda = CudaRunner::new(&cfg, &w, &runner_config(max_len, budget, blocks))?;
     // Capture every decode graph up front (the path real-mode runs use).
-    cuda.0.warm_up_graphs()?;
+    cuda.warm_up_graphs()?;
     let ref_tokens: Vec<Vec<u32>> = reference.iter().map(|t| t.tokens.clone()).collect();
     // Teacher forced on the reference's tokens (with logits), or a free run.
-    let run = |runner: &mut Cuda, forced: bool| {
+    let run = |runner: &mut CudaRunner, forced: bool| {
         let tokens = forced.then_some(ref_tokens.as_slice());
         generate(runner, &prompts, steps, budget, BLOCK_SIZE, tokens, forced)
     };
     let forced = run(&mut cuda, true)?;
     let free = run(&mut cuda, false)?;
-    let mut eager = Cuda(CudaRunner::new(
+    let mut eager = CudaRunner::new(
         &cfg,
         &w,
         &CudaRunnerConfig {
             use_cuda_graphs: false,
             ..runner_config(max_len, budget, blocks)
         },
-    )?);
+    )?;
     let free_eager = run(&mut eager, false)?;
     // Teacher forced without graphs too: where the free runs part, this says by how much the
     // graph and eager paths' logits differ on the same tokens.
