@@ -14,9 +14,14 @@
 //!
 //! Prefill ([`prefill`]): one prompt of N tokens in one step, median of 10
 //! after 3 warm-ups.
+//!
+//! Medians are statrs': of an even count (the 40 decode steps, the 10
+//! prefills), the mean of the two middle times. (Results before 2026-12-01
+//! took the upper of the two.)
 
 use engine::runner::cuda::CudaRunner;
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
+use statrs::statistics::{Data, OrderStatistics};
 use std::time::Instant;
 
 pub(crate) const BLOCK_SIZE: usize = 16;
@@ -87,11 +92,6 @@ impl Workload {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
     (0..n)
         .map(|i| ((i * 7919 + salt * 104_729 + 13) % vocab) as u32)
@@ -150,7 +150,7 @@ pub(crate) fn decode(r: &mut CudaRunner, b: usize, wl: &Workload) -> Timing {
             *l = t % vocab as u32;
         }
     }
-    Ok(median(times))
+    Ok(Data::new(times).median())
 }
 
 /// `--overheads`: the pieces of a batch-`b` decode step
@@ -207,7 +207,7 @@ pub(crate) fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Timing {
             times.push(t.elapsed().as_secs_f64());
         }
     }
-    Ok(median(times))
+    Ok(Data::new(times).median())
 }
 
 #[cfg(test)]
@@ -231,6 +231,13 @@ mod tests {
             1 + wl.blocks_per_seq(),
             "tables are disjoint"
         );
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        use statrs::statistics::{Data, OrderStatistics};
+        assert_eq!(Data::new(vec![4.0, 1.0, 3.0, 2.0]).median(), 2.5);
+        assert_eq!(Data::new(vec![3.0, 1.0, 2.0]).median(), 2.0);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::runner::RunnerError;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas_result, sys as blas_sys, CudaBlas};
 use cudarc::driver::{sys as drv_sys, CudaContext, CudaStream};
+use statrs::statistics::{Data, OrderStatistics};
 use std::sync::Arc;
 
 const WORKSPACE_BYTES: usize = 32 << 20;
@@ -321,8 +322,7 @@ impl Gemm {
                 ms.push(t as f64);
             }
         }
-        ms.sort_by(f64::total_cmp);
-        Ok(Some(ms[ms.len() / 2] * 1000.0 / TUNE_CALLS as f64))
+        Ok(Some(Data::new(ms).median() * 1000.0 / TUNE_CALLS as f64))
     }
 
     /// Self-test: runs `a` (over `splits` slices of K) with the `rank`-th
