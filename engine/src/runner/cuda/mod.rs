@@ -13,8 +13,9 @@
 //! other batches run eagerly. Kernels are compiled by NVRTC at construction
 //! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
 //! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
-//! decode attention (a block of warps per sequence and KV head, chosen by batch
-//! size; in decode-only steps it also does the q/k-norm + RoPE + cache write),
+//! decode attention (decode.rs: blocks of 8 or 4 warps per sequence and KV
+//! head, or a warp per KV head, by batch size; in decode-only steps it also
+//! does the q/k-norm + RoPE + cache write),
 //! SiLU·mul, and a one-pass argmax whose results gather in the step metadata.
 //! GEMMs (bf16 operands, fp32 accumulation, fused QKV and gate-up weights) use
 //! a skinny tensor-core kernel for small products and cuBLAS otherwise, with
