@@ -6,7 +6,8 @@
 // without a separate split-K reduction kernel), and the skinny kernel with and without
 // programmatic dependent launch, and split-K by hand as strided batches with fp32 partials
 // (`split<S>_f32`, the partials' sum left to the next kernel). Custom results are checked
-// against cublasGemmEx (max |difference| / max |reference|).
+// against cublasGemmEx (max |difference| / max |reference|). The runner's choice between the
+// skinny kernel and cuBLAS (SKINNY_MAX_PRODUCT, SKINNY_MAX_COLS in linear.rs) rests on it.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I engine/src/runner/cuda scripts/gemm_bench.cu \
 //        -lcublas -lcublasLt -o gemm_bench && ./gemm_bench [ROWS] > gemm_bench.csv

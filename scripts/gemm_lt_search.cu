@@ -6,6 +6,8 @@
 // runs (cublasGemmEx, and for O and down the engine's strided-batched split-K with fp32 partials).
 // Every candidate is timed over 28 calls with their own weights in one CUDA graph (as in
 // gemm_bench), first briefly, then the best few again; the best are checked against cublasGemmEx.
+// The runner's GEMM tuning times only the heuristic's offers (gemm_lt.rs) because nothing this
+// search found outside them was faster.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 scripts/gemm_lt_search.cu -lcublas -lcublasLt -o gemm_lt_search
 //   ./gemm_lt_search [ROWS] > gemm_lt_search.csv

@@ -3,20 +3,17 @@
 //! Usage: `cargo run --release -p engine --example cpu_runner_speed -- [PRESET] [CONTEXT] [PREFILL_TOKENS]`
 //! (defaults: `tiny`, 512, 512). Measures a prefill of PREFILL_TOKENS tokens
 //! (tokens/s) and decode steps at batch 1 and 8 after CONTEXT tokens of
-//! context (ms per step), each the median of several repetitions.
+//! context (ms per step), each the median of several repetitions (3 and 5:
+//! odd counts, so the middle one).
 
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cpu::CpuRunner;
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
+use statrs::statistics::{Data, OrderStatistics};
 use std::error::Error;
 use std::time::Instant;
 
 const BLOCK_SIZE: usize = 16;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
@@ -71,7 +68,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     println!(
         "prefill {prefill} tokens: {:.0} tokens/s",
-        prefill as f64 / median(times)
+        prefill as f64 / Data::new(times).median()
     );
 
     // The KV content does not change the work, so decodes read whatever the
@@ -97,7 +94,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         println!(
             "decode batch {batch_size} at context {context}: {:.2} ms/step",
-            1e3 * median(times)
+            1e3 * Data::new(times).median()
         );
     }
     Ok(())

@@ -173,8 +173,15 @@ pub enum RunnerError {
     },
     #[error("model: {0}")]
     Model(String),
-    #[error("device error: {0}")]
-    Device(String),
+    /// A device or library call failed: `what` the runner was doing, and the
+    /// error it got (cudarc's driver, cuBLAS or NVRTC error, candle's, or a
+    /// message where the failure has no error value of its own).
+    #[error("device error: {what}")]
+    Device {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("batch rejected: {0}")]
     BadBatch(String),
 }

@@ -66,6 +66,7 @@ pub enum BackendError {
     #[error("building the {backend} runner: {error}")]
     Runner {
         backend: &'static str,
+        #[source]
         error: engine::RunnerError,
     },
     #[error("warming up the {backend} runner: {message}")]

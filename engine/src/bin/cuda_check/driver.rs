@@ -4,6 +4,8 @@
 //! CUDA runner runs as graphs. Blocks come from a shuffled pool, so tables are
 //! not contiguous.
 
+use engine::runner::cpu::CpuRunner;
+use engine::runner::cuda::CudaRunner;
 use engine::{ModelRunner, RequestId, RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -12,6 +14,18 @@ use rand::SeedableRng;
 /// A runner whose last step's logits can be read.
 pub trait LogitsRunner: ModelRunner {
     fn logits(&mut self) -> Result<Vec<Vec<f32>>, RunnerError>;
+}
+
+impl LogitsRunner for CudaRunner {
+    fn logits(&mut self) -> Result<Vec<Vec<f32>>, RunnerError> {
+        self.last_logits()
+    }
+}
+
+impl LogitsRunner for CpuRunner {
+    fn logits(&mut self) -> Result<Vec<Vec<f32>>, RunnerError> {
+        Ok(self.last_logits().to_vec())
+    }
 }
 
 /// One prompt's outcome: the token sampled at every step and its logits.

@@ -59,14 +59,14 @@ fn run<R: ModelRunner>(
     engine: &mut EngineCore<R>,
     reqs: &[Request],
     logits: impl Fn(&EngineCore<R>) -> Vec<Vec<f32>>,
-) -> Result<RunResult, String> {
+) -> anyhow::Result<RunResult> {
     for r in reqs {
-        engine.add_request(r.clone()).map_err(|e| e.to_string())?;
+        engine.add_request(r.clone())?;
     }
     let mut out: HashMap<RequestId, Vec<(u32, f32)>> = HashMap::new();
     let mut steps = 0;
     while engine.has_unfinished() {
-        let o = engine.step().map_err(|e| e.to_string())?;
+        let o = engine.step()?;
         // Step tokens are in batch order, like the runner's logits rows.
         let rows = logits(engine);
         for (k, (id, t)) in o.tokens.into_iter().enumerate() {
@@ -83,7 +83,7 @@ fn run<R: ModelRunner>(
 }
 
 /// Returns (pass, summary line).
-pub fn engine_e2e(model: &str) -> Result<(bool, String), Box<dyn std::error::Error>> {
+pub fn engine_e2e(model: &str) -> anyhow::Result<(bool, String)> {
     let cfg = Qwen3Config::preset(model)?;
     let w = Qwen3Weights::synthetic(&cfg, 77);
     let ec = EngineConfig {

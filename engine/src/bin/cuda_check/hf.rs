@@ -4,7 +4,7 @@
 
 use crate::compare::{compare, disagreement_cell, prefix_match};
 use crate::driver::generate;
-use crate::{runner_config, Cuda, BLOCK_SIZE};
+use crate::{runner_config, BLOCK_SIZE};
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cuda::CudaRunner;
 use std::fmt::Write as _;
@@ -22,7 +22,7 @@ pub fn vs_hf(
     budget: Option<usize>,
     csv: &mut String,
     date: &str,
-) -> Result<bool, Box<dyn std::error::Error>> {
+) -> anyhow::Result<bool> {
     let label = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -37,7 +37,7 @@ pub fn vs_hf(
     let blocks = r.prompts.len() * max_len.div_ceil(BLOCK_SIZE) + 2;
     let mut rc = runner_config(max_len.next_multiple_of(BLOCK_SIZE), budget, blocks);
     rc.max_num_seqs = r.prompts.len().max(1);
-    let mut cuda = Cuda(CudaRunner::new(&cfg, &w, &rc)?);
+    let mut cuda = CudaRunner::new(&cfg, &w, &rc)?;
     let forced = generate(
         &mut cuda,
         &r.prompts,

@@ -18,55 +18,27 @@
 //! 4. `--engine`: the same requests through `EngineCore` with the CPU and
 //!    the CUDA runner (chunked prefills, prefix-cache hits, graphs).
 //!
-//! Every part runs even when an earlier one fails; the exit code is non-zero
-//! when any check failed.
+//! Options: `cuda-check --help` (args.rs); `--all` runs parts 1, 2 and 4 and
+//! the failure paths (`--errors`). Every part runs even when an earlier one
+//! fails; the exit code is non-zero when any check failed, 2 for a usage
+//! error (none of the parts given, among others).
 
-#[path = "../shared/cli_args.rs"]
-mod cli_args;
+mod args;
 mod compare;
 mod driver;
 mod engine_e2e;
 mod hf;
 
+use clap::Parser as _;
 use compare::{compare, disagreement_cell, prefix_match};
-use driver::{generate, LogitsRunner};
+use driver::generate;
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cpu::CpuRunner;
 use engine::runner::cuda::{kernel_self_test, CudaRunner, CudaRunnerConfig};
-use engine::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
+use engine::{ModelRunner, RunnerError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
-use std::path::PathBuf;
-
-struct Cuda(CudaRunner);
-impl ModelRunner for Cuda {
-    fn num_kv_blocks(&self) -> usize {
-        self.0.num_kv_blocks()
-    }
-    fn execute(&mut self, b: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
-        self.0.execute(b)
-    }
-}
-impl LogitsRunner for Cuda {
-    fn logits(&mut self) -> Result<Vec<Vec<f32>>, RunnerError> {
-        self.0.last_logits()
-    }
-}
-struct Cpu(CpuRunner);
-impl ModelRunner for Cpu {
-    fn num_kv_blocks(&self) -> usize {
-        self.0.num_kv_blocks()
-    }
-    fn execute(&mut self, b: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
-        self.0.execute(b)
-    }
-}
-impl LogitsRunner for Cpu {
-    fn logits(&mut self) -> Result<Vec<Vec<f32>>, RunnerError> {
-        Ok(self.0.last_logits().to_vec())
-    }
-}
 
 const BLOCK_SIZE: usize = 16;
 
@@ -102,12 +74,7 @@ fn quick() -> bool {
 }
 
 /// CUDA vs CPU on synthetic weights of `model`; appends CSV rows; returns pass.
-fn vs_cpu(
-    model: &str,
-    steps: usize,
-    csv: &mut String,
-    date: &str,
-) -> Result<bool, Box<dyn std::error::Error>> {
+fn vs_cpu(model: &str, steps: usize, csv: &mut String, date: &str) -> anyhow::Result<bool> {
     let cfg = Qwen3Config::preset(model)?;
     let w = Qwen3Weights::synthetic(&cfg, 1234);
     let mut rng = StdRng::seed_from_u64(99);
@@ -128,35 +95,31 @@ fn vs_cpu(
     let max_len = 256;
     let blocks = 64;
     let t0 = std::time::Instant::now();
-    let mut cpu = Cpu(CpuRunner::new(cfg.clone(), &w, blocks, BLOCK_SIZE)?);
+    let mut cpu = CpuRunner::new(cfg.clone(), &w, blocks, BLOCK_SIZE)?;
     let reference = generate(&mut cpu, &prompts, steps, budget, BLOCK_SIZE, None, true)?;
     println!(
         "[{model}] cpu reference: {:.1}s",
         t0.elapsed().as_secs_f64()
     );
-    let mut cuda = Cuda(CudaRunner::new(
-        &cfg,
-        &w,
-        &runner_config(max_len, budget, blocks),
-    )?);
+    let mut cuda = CudaRunner::new(&cfg, &w, &runner_config(max_len, budget, blocks))?;
     // Capture every decode graph up front (the path real-mode runs use).
-    cuda.0.warm_up_graphs()?;
+    cuda.warm_up_graphs()?;
     let ref_tokens: Vec<Vec<u32>> = reference.iter().map(|t| t.tokens.clone()).collect();
     // Teacher forced on the reference's tokens (with logits), or a free run.
-    let run = |runner: &mut Cuda, forced: bool| {
+    let run = |runner: &mut CudaRunner, forced: bool| {
         let tokens = forced.then_some(ref_tokens.as_slice());
         generate(runner, &prompts, steps, budget, BLOCK_SIZE, tokens, forced)
     };
     let forced = run(&mut cuda, true)?;
     let free = run(&mut cuda, false)?;
-    let mut eager = Cuda(CudaRunner::new(
+    let mut eager = CudaRunner::new(
         &cfg,
         &w,
         &CudaRunnerConfig {
             use_cuda_graphs: false,
             ..runner_config(max_len, budget, blocks)
         },
-    )?);
+    )?;
     let free_eager = run(&mut eager, false)?;
     // Teacher forced without graphs too: where the free runs part, this says by how much the
     // graph and eager paths' logits differ on the same tokens.
@@ -225,7 +188,7 @@ fn error_paths() -> bool {
         Err(e) => report(
             "kv blocks from gpu_memory_utilization 0.3",
             false,
-            e.to_string(),
+            format!("{:#}", anyhow::Error::from(e)),
         ),
     }
     for (name, rc) in [
@@ -247,61 +210,33 @@ fn error_paths() -> bool {
     ] {
         match CudaRunner::new(&cfg, &w, &rc) {
             Err(e @ RunnerError::OutOfMemory { .. }) => report(name, true, e.to_string()),
-            Err(e) => report(name, false, format!("wrong error: {e}")),
+            Err(e) => report(
+                name,
+                false,
+                format!("wrong error: {:#}", anyhow::Error::from(e)),
+            ),
             Ok(_) => report(name, false, "constructed a runner".into()),
         }
     }
     ok
 }
 
-/// Options that take a value, and those that do not.
-const VALUE_OPTIONS: [&str; 5] = ["--out", "--steps", "--models", "--hf", "--hf-budget"];
-const FLAGS: [&str; 5] = ["--quick", "--errors", "--engine", "--cpu", "--all"];
-
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = |e: String| -> ! {
-        eprintln!("{e}");
+    let a = args::Args::parse();
+    if let Err(e) = std::fs::create_dir_all(&a.out) {
+        eprintln!("cannot create --out {}: {e}", a.out.display());
         std::process::exit(2);
-    };
-    if let Err(e) = cli_args::check_args(&args, &VALUE_OPTIONS, &FLAGS) {
-        usage(e);
     }
-    let flag = |f: &str| cli_args::flag(&args, f);
-    let value = |f: &str| cli_args::value(&args, f);
-    let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
-    let number = |f: &str, default: usize| match value(f).map(|v| v.parse::<usize>()) {
-        None => default,
-        Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("{f} takes a positive whole number");
-            std::process::exit(2);
-        }
-    };
-    let steps = number("--steps", 64);
-    // The token budget per step of the transformers comparison. By default every prompt is
-    // prefilled in one step, as transformers does; a small budget (64) also chunks the prefills.
-    let hf_budget = value("--hf-budget").map(|_| number("--hf-budget", 0));
-    // Every flag selects a part to run.
-    if !FLAGS.iter().any(|p| flag(p)) && value("--hf").is_none() {
-        // Nothing would run, and "ALL PASS" would claim what was not checked.
-        usage(
-            "nothing to check: give --quick, --errors, --engine, --cpu, --hf DIR[,DIR...] or --all"
-                .into(),
-        );
-    }
-    if let Err(e) = std::fs::create_dir_all(&out) {
-        usage(format!("cannot create --out {}: {e}", out.display()));
-    }
+    let out = &a.out;
     let date = engine::date::utc_now();
     let mut ok = true;
-    if flag("--quick") || flag("--all") {
+    if a.quick || a.all {
         ok &= quick();
     }
-    if flag("--errors") || flag("--all") {
+    if a.errors || a.all {
         ok &= error_paths();
     }
-    if flag("--engine") || flag("--all") {
+    if a.engine || a.all {
         for model in ["tiny", "qwen3-0.6b"] {
             match engine_e2e::engine_e2e(model) {
                 Ok((pass, line)) => {
@@ -309,22 +244,21 @@ fn main() {
                     ok &= pass;
                 }
                 Err(e) => {
-                    println!("FAIL [{model}] EngineCore: {e}");
+                    println!("FAIL [{model}] EngineCore: {e:#}");
                     ok = false;
                 }
             }
         }
     }
-    if flag("--cpu") || flag("--all") {
+    if a.cpu || a.all {
         let mut csv = String::from(
             "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,graph_vs_eager_max_abs_logit_diff,verdict,disagreements\n",
         );
-        let models = value("--models").unwrap_or_else(|| "tiny,qwen3-0.6b".into());
-        for model in models.split(',') {
-            match vs_cpu(model, steps, &mut csv, &date) {
+        for model in &a.models {
+            match vs_cpu(model, a.steps, &mut csv, &date) {
                 Ok(p) => ok &= p,
                 Err(e) => {
-                    println!("FAIL [{model}] vs cpu: {e}");
+                    println!("FAIL [{model}] vs cpu: {e:#}");
                     ok = false;
                 }
             }
@@ -333,15 +267,15 @@ fn main() {
             println!("cannot write cuda_vs_cpu.csv: {e}");
         }
     }
-    if let Some(dir) = value("--hf") {
+    if !a.hf.is_empty() {
         let mut csv = String::from(
             "date,reference,dtype,budget,prompt,prompt_len,steps,free_run_match,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,verdict,disagreements\n",
         );
-        for dir in dir.split(',') {
-            match hf::vs_hf(std::path::Path::new(dir), hf_budget, &mut csv, &date) {
+        for dir in &a.hf {
+            match hf::vs_hf(dir, a.hf_budget, &mut csv, &date) {
                 Ok(p) => ok &= p,
                 Err(e) => {
-                    println!("FAIL vs hf ({dir}): {e}");
+                    println!("FAIL vs hf ({}): {e:#}", dir.display());
                     ok = false;
                 }
             }

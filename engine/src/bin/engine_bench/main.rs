@@ -9,142 +9,36 @@
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
 //! `kind,batch,tokens,ms_median,tok_s,date`.
 //!
-//! Usage: `engine-bench [--out DIR] [--model qwen3-0.6b] [--context N] [--eager] [--no-pdl]
-//! [--no-gemm-tuning] [--split-k S] [--tune] [--profile] [--split-sweep]
-//! [--pdl-sweep] [--upload-graphs]
-//! [--only-decode B [--decode-kernel NAME] [--split-target WARPS] [--warm-graphs
-//! [--launch-buckets]] [--overheads]]`:
-//! - `--context N`: decode steps centred on N keys instead of 300;
-//! - `--no-pdl`: no kernel is a programmatic dependent launch;
-//! - `--no-gemm-tuning`: every GEMM runs cublasGemmEx (no cuBLASLt plans);
-//!   otherwise the tuned shapes go to `gemm_tuning.csv`;
-//! - `--split-k S`: the O and down products' K in S slices (1: never) instead
-//!   of the runner's rule;
-//! - `--tune`: every decode-attention kernel and split target (`tune.csv`);
-//! - `--profile`: the step with kernel groups left out (`profile.csv`);
-//! - `--split-sweep`: decode steps by batch and split of K (`split_k.csv`);
-//! - `--pdl-sweep`: decode steps by batch with programmatic dependent
-//!   launches on and off (`pdl.csv`);
-//! - `--only-decode B`: times decode steps at batch B only (with the decode
-//!   attention kernel NAME, e.g. `BlockW4U4`, and its splits aiming at WARPS
-//!   warps, where given) and writes nothing (a run to put under a profiler);
-//!   `--warm-graphs` first captures every bucket's graph, as real mode does,
-//!   and `--launch-buckets` then runs decode steps at every other bucket, so
-//!   that their graphs are launched (uploaded) before B's; `--overheads`
-//!   then times the pieces of such a step: host packing, the graph launched
-//!   and waited for, the whole step, its GPU span, and graph replays back to
-//!   back (`CudaRunner::step_overheads`);
-//! - `--upload-graphs`: each decode graph is uploaded when captured (on the
-//!   H200 that made the graphs uploaded after the first few about 5 % slower,
-//!   results/h200/graph_instances.txt).
+//! Options (`engine-bench --help`, args.rs): the tuning runs `--tune`,
+//! `--profile`, `--split-sweep` and `--pdl-sweep` write `tune.csv`,
+//! `profile.csv`, `split_k.csv` and `pdl.csv`; `--eager`, `--no-pdl`,
+//! `--no-gemm-tuning` and `--split-k S` override the runner's rules
+//! ([`CudaTuning`]); `--only-decode B` times decode steps at batch B only
+//! and writes nothing (for a profiler). With GEMM tuning on, the tuned
+//! shapes go to `gemm_tuning.csv`.
 
+use anyhow::Context as _;
+use args::{Args, MAX_BATCH};
+use clap::Parser as _;
 use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, DecodeKernel, SPLIT_K_MAX};
+use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, CudaTuning};
 use engine::ModelRunner;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Instant;
 
-#[path = "../shared/cli_args.rs"]
-mod cli_args;
+mod args;
 mod steps;
 mod tuning;
 
-use steps::{decode, prefill, print_overheads, Workload, BLOCK_SIZE, DEFAULT_CONTEXT};
+use steps::{decode, prefill, print_overheads, Workload, BLOCK_SIZE};
 
-/// Options that take a value, and those that do not.
-const VALUE_OPTIONS: [&str; 7] = [
-    "--out",
-    "--model",
-    "--context",
-    "--split-k",
-    "--only-decode",
-    "--decode-kernel",
-    "--split-target",
-];
-const FLAGS: [&str; 11] = [
-    "--overheads",
-    "--upload-graphs",
-    "--launch-buckets",
-    "--eager",
-    "--no-pdl",
-    "--no-gemm-tuning",
-    "--tune",
-    "--profile",
-    "--split-sweep",
-    "--pdl-sweep",
-    "--warm-graphs",
-];
-
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    cli_args::check_args(&args, &VALUE_OPTIONS, &FLAGS)?;
-    let flag = |f: &str| cli_args::flag(&args, f);
-    let value = |f: &str| cli_args::value(&args, f);
-    // `--only-decode B [--decode-kernel NAME] [--split-target WARPS]`, checked before the
-    // runner's slow start.
-    let only_decode: Option<usize> = value("--only-decode")
-        .map(|b| {
-            b.parse()
-                .map_err(|_| format!("--only-decode takes a batch size, not {b}"))
-        })
-        .transpose()?;
-    let kernel_choice = value("--decode-kernel")
-        .map(|name| {
-            DecodeKernel::ALL
-                .into_iter()
-                .find(|k| format!("{k:?}") == name)
-                .ok_or_else(|| {
-                    format!(
-                        "--decode-kernel: no kernel {name}; one of {:?}",
-                        DecodeKernel::ALL
-                    )
-                })
-        })
-        .transpose()?;
-    let target_choice: Option<usize> = value("--split-target")
-        .map(|t| {
-            t.parse()
-                .map_err(|_| format!("--split-target takes a warp count, not {t}"))
-        })
-        .transpose()?;
-    let warm_graphs = flag("--warm-graphs");
-    let overheads = flag("--overheads");
-    let launch_buckets = flag("--launch-buckets");
-    if launch_buckets && !warm_graphs {
-        return Err("--launch-buckets applies to --only-decode B --warm-graphs runs only".into());
-    }
-    if only_decode.is_none()
-        && (kernel_choice.is_some() || target_choice.is_some() || warm_graphs || overheads)
-    {
-        return Err(
-            "--decode-kernel, --split-target, --warm-graphs and --overheads apply to --only-decode runs only"
-                .into(),
-        );
-    }
-    let context = match value("--context") {
-        Some(c) => c.parse().map_err(|_| {
-            format!(
-                "--context takes the median number of keys a timed decode step attends to, not {c}"
-            )
-        })?,
-        None => DEFAULT_CONTEXT,
-    };
-    let split_k: Option<usize> = value("--split-k")
-        .map(|v| match v.parse() {
-            Ok(n) if (1..=SPLIT_K_MAX).contains(&n) => Ok(n),
-            _ => Err(format!(
-                "--split-k takes a number of slices from 1 to {SPLIT_K_MAX}, not {v}"
-            )),
-        })
-        .transpose()?;
-    let out = PathBuf::from(value("--out").unwrap_or_else(|| ".".into()));
-    let model = value("--model").unwrap_or_else(|| "qwen3-0.6b".into());
-    let eager = flag("--eager");
-    let cfg = Qwen3Config::preset(&model)?;
+fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let (model, context) = (a.model.as_str(), a.context);
+    let cfg = Qwen3Config::preset(model)?;
     // Checked before the weights and the runner, which take a while.
     let budget = 3200;
-    let wl = Workload::new(cfg.vocab_size, budget, context)?;
+    let wl = Workload::new(cfg.vocab_size, budget, context).map_err(anyhow::Error::msg)?;
     let t = Instant::now();
     let w = Qwen3Weights::synthetic(&cfg, 42);
     println!(
@@ -154,27 +48,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let batches = [1usize, 16, 64, 256];
     let rc = CudaRunnerConfig {
         block_size: BLOCK_SIZE,
-        num_gpu_blocks: Some(256 * wl.blocks_per_seq() + 8),
+        num_gpu_blocks: Some(MAX_BATCH * wl.blocks_per_seq() + 8),
         gpu_memory_utilization: 0.9,
-        max_num_seqs: 256,
+        max_num_seqs: MAX_BATCH,
         max_num_batched_tokens: budget,
         max_model_len: 4096,
-        use_cuda_graphs: !eager,
+        use_cuda_graphs: !a.eager,
         device_ordinal: 0,
     };
     let t = Instant::now();
     let mut r = CudaRunner::new(&cfg, &w, &rc)?;
-    if split_k.is_some() {
-        r.set_split_k(split_k);
-    }
-    if flag("--upload-graphs") {
-        r.set_upload_graphs(true);
-    }
-    if flag("--no-pdl") {
-        r.set_use_pdl(false);
-    }
-    let gemm_tuning = !flag("--no-gemm-tuning");
-    r.set_gemm_tuning(gemm_tuning);
+    let gemm_tuning = !a.no_gemm_tuning;
+    r.set_tuning(CudaTuning {
+        split_k: a.split_k,
+        pdl: !a.no_pdl,
+        gemm_tuning,
+        ..CudaTuning::default()
+    })?;
     println!(
         "runner on {} ready in {:.1}s ({} KV blocks)",
         r.device_name(),
@@ -182,27 +72,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         r.num_kv_blocks()
     );
     // `--only-decode B`: decode steps at batch B and nothing else (for a profiler).
-    if let Some(b) = only_decode {
+    if let Some(b) = a.only_decode {
         // Either setting alone keeps the runner's choice for the other.
-        let (kernel, target) = r.decode_tuning();
-        r.set_decode_tuning(kernel_choice.or(kernel), target_choice.unwrap_or(target))?;
-        if warm_graphs {
+        let t = *r.tuning();
+        r.set_tuning(CudaTuning {
+            decode_kernel: a.decode_kernel.or(t.decode_kernel),
+            decode_target_warps: a.split_target.unwrap_or(t.decode_target_warps),
+            ..t
+        })?;
+        if a.warm_graphs {
             r.warm_up_graphs()?;
-        }
-        if launch_buckets {
-            for other in r.graph_buckets().into_iter().filter(|&o| o != b) {
-                decode(&mut r, other, &wl)?;
-            }
         }
         let s = decode(&mut r, b, &wl)?;
         println!("decode  batch {b:>3} ctx {context}: {:.3} ms/step", s * 1e3);
-        if overheads {
+        if a.overheads {
             print_overheads(&mut r, b, &wl)?;
         }
         return Ok(());
     }
     let date = engine::date::utc_now();
-    std::fs::create_dir_all(&out)?;
+    let out = &a.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
     let mut csv = String::from("kind,batch,tokens,ms_median,tok_s,date\n");
     // One engine.csv row: `kind,batch,tokens`, then the time and tokens per second.
     let mut row = |label: String, key: String, tokens: usize, timing: Result<f64, _>| match timing {
@@ -210,7 +100,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("{label}: {:.3} ms, {:.0} tok/s", s * 1e3, tokens as f64 / s);
             let _ = writeln!(csv, "{key},{:.4},{:.1},{date}", s * 1e3, tokens as f64 / s);
         }
-        Err(e) => println!("{label}: ERROR {e}"),
+        Err(e) => println!("{label}: ERROR {e:#}"),
     };
     for &b in &batches {
         let timing = decode(&mut r, b, &wl);
@@ -232,25 +122,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let run = tuning::Run {
         workload: wl,
-        out: &out,
+        out,
         date: &date,
     };
-    if flag("--tune") {
+    if a.tune {
         tuning::tune(&mut r, &run)?;
     }
-    if flag("--pdl-sweep") {
+    if a.pdl_sweep {
         tuning::pdl_sweep(&mut r, &run)?;
     }
-    if flag("--split-sweep") {
+    if a.split_sweep {
         tuning::split_sweep(&mut r, &run)?;
     }
-    if flag("--profile") {
+    if a.profile {
         tuning::profile(&mut r, &run)?;
     }
     if gemm_tuning {
         tuning::write_gemm_tuning(&r, &run)?;
     }
-    let name = if eager {
+    let name = if a.eager {
         "engine_eager.csv"
     } else {
         "engine.csv"

@@ -8,28 +8,33 @@
 //! to: the prompt is `context - 25` tokens, so at the default 300 the timed
 //! steps attend to 281–320 keys. (Before commit f059cd9 the prompt was 300 tokens
 //! and the timed steps attended to 306–345 keys, median 325, under the label
-//! 300; the issue's `tokens` column is the decode context, so the label now
-//! says what the steps attend to, and `--context 325` repeats the old
+//! 300; `engine.csv`'s `tokens` column is the decode context, so the label
+//! now says what the steps attend to, and `--context 325` repeats the old
 //! workload.)
 //!
 //! Prefill ([`prefill`]): one prompt of N tokens in one step, median of 10
 //! after 3 warm-ups.
+//!
+//! Medians are statrs': of an even count (the 40 decode steps, the 10
+//! prefills), the mean of the two middle times. (Results before 2026-12-01
+//! took the upper of the two.)
 
 use engine::runner::cuda::CudaRunner;
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
+use statrs::statistics::{Data, OrderStatistics};
 use std::time::Instant;
 
 pub(crate) const BLOCK_SIZE: usize = 16;
 pub(crate) const DECODE_WARMUP: usize = 5;
 pub(crate) const DECODE_STEPS: usize = 40;
-/// The context the decode targets are set at.
+/// The decode context timed by default (the `tokens` of `engine.csv`'s decode rows).
 pub(crate) const DEFAULT_CONTEXT: usize = 300;
 /// Contexts `--context` accepts: a prompt of at least one token, and KV blocks
 /// for 256 sequences that fit the H200 with room to spare.
 pub(crate) const CONTEXT_RANGE: std::ops::RangeInclusive<usize> =
     (DECODE_WARMUP + DECODE_STEPS / 2 + 1)..=2048;
 
-type Timing = Result<f64, Box<dyn std::error::Error>>;
+type Timing = anyhow::Result<f64>;
 
 /// What every timed decode step shares: the model's vocabulary, the runner's
 /// token budget (prompts are prefilled in steps of at most this many tokens)
@@ -85,11 +90,6 @@ impl Workload {
             .map(|i| (0..n).map(|k| (1 + i * n + k) as u32).collect())
             .collect()
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
@@ -150,17 +150,13 @@ pub(crate) fn decode(r: &mut CudaRunner, b: usize, wl: &Workload) -> Timing {
             *l = t % vocab as u32;
         }
     }
-    Ok(median(times))
+    Ok(Data::new(times).median())
 }
 
 /// `--overheads`: the pieces of a batch-`b` decode step
 /// ([`CudaRunner::step_overheads`]), on the metadata of [`decode`]'s last
 /// timed step (attending to `timed_keys().1` keys).
-pub(crate) fn print_overheads(
-    r: &mut CudaRunner,
-    b: usize,
-    wl: &Workload,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn print_overheads(r: &mut CudaRunner, b: usize, wl: &Workload) -> anyhow::Result<()> {
     let tables = wl.tables(b);
     let toks = [1u32];
     let batch = ScheduledBatch {
@@ -211,7 +207,7 @@ pub(crate) fn prefill(r: &mut CudaRunner, n: usize, vocab: usize) -> Timing {
             times.push(t.elapsed().as_secs_f64());
         }
     }
-    Ok(median(times))
+    Ok(Data::new(times).median())
 }
 
 #[cfg(test)]
@@ -235,6 +231,13 @@ mod tests {
             1 + wl.blocks_per_seq(),
             "tables are disjoint"
         );
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        use statrs::statistics::{Data, OrderStatistics};
+        assert_eq!(Data::new(vec![4.0, 1.0, 3.0, 2.0]).median(), 2.5);
+        assert_eq!(Data::new(vec![3.0, 1.0, 2.0]).median(), 2.0);
     }
 
     #[test]

@@ -5,11 +5,11 @@
 
 use crate::steps::{decode, prefill, Workload};
 use engine::runner::cuda::{
-    CudaRunner, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+    CudaRunner, CudaTuning, DecodeKernel, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
 };
 use std::fmt::Write as _;
 
-type Timing = Result<f64, Box<dyn std::error::Error>>;
+type Timing = anyhow::Result<f64>;
 
 /// What every tuning run shares: the decode workload, where the CSV goes, and
 /// the run's date for its rows.
@@ -27,20 +27,25 @@ fn record(csv: &mut String, label: &str, row: &str, date: &str, timing: Timing) 
             println!("{label}: {:.3} ms", s * 1e3);
             let _ = writeln!(csv, "{row},{:.4},{date}", s * 1e3);
         }
-        Err(e) => println!("{label}: ERROR {e}"),
+        Err(e) => println!("{label}: ERROR {e:#}"),
     }
 }
 
 /// Decode step time for each decode-attention kernel and split target.
-pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, date) = (&run.workload, run.date);
     let mut csv = String::from("batch,kernel,target_warps,ms_median,date\n");
-    let chosen = r.decode_tuning();
+    let chosen = *r.tuning();
     for b in [1usize, 16, 64, 256] {
         for kernel in DecodeKernel::ALL {
             for target in [1024usize, 2048, 4096] {
-                if let Err(e) = r.set_decode_tuning(Some(kernel), target) {
-                    println!("tune {kernel:?}: {e}");
+                let t = CudaTuning {
+                    decode_kernel: Some(kernel),
+                    decode_target_warps: target,
+                    ..chosen
+                };
+                if let Err(e) = r.set_tuning(t) {
+                    println!("tune {kernel:?}: {e:#}");
                     continue;
                 }
                 let kernel = format!("{kernel:?}");
@@ -54,7 +59,7 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
             }
         }
     }
-    r.set_decode_tuning(chosen.0, chosen.1)?;
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("tune.csv"), csv)?;
     Ok(())
 }
@@ -63,7 +68,7 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::err
 /// what each group costs), with cuBLAS for every GEMM, without programmatic
 /// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
 /// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
-pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
@@ -89,6 +94,7 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
             default,
         ),
     ];
+    let chosen = *r.tuning();
     let mut csv = String::from("case,variant,ms_median,date\n");
     for case in [
         "decode1",
@@ -99,10 +105,13 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
         "prefill512",
     ] {
         for &(variant, mask, skinny) in &masks {
-            r.set_use_skinny_gemm(skinny);
-            r.set_profile_skip(mask);
-            r.set_use_pdl(variant != "full_no_pdl");
-            r.set_fuse_rope(variant != "full_unfused_rope");
+            r.set_tuning(CudaTuning {
+                skinny_gemm: skinny,
+                profile_skip: mask,
+                pdl: variant != "full_no_pdl",
+                fuse_rope: variant != "full_unfused_rope",
+                ..chosen
+            })?;
             let s = match case {
                 "decode1" => decode(r, 1, wl),
                 "decode16" => decode(r, 16, wl),
@@ -120,10 +129,7 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
             );
         }
     }
-    r.set_profile_skip(0);
-    r.set_use_skinny_gemm(true);
-    r.set_use_pdl(true);
-    r.set_fuse_rope(true);
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("profile.csv"), csv)?;
     Ok(())
 }
@@ -131,12 +137,16 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::
 /// Decode step time by batch with the O and down products split over K into
 /// 1 (never), 2, 4, 6 or 8 slices, and with the runner's rule (`rule`); then
 /// eager prefill steps of 24-256 tokens with the rule, 1 and 4 slices.
-pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
+    let chosen = *r.tuning();
     let mut csv = String::from("case,splits,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256] {
         for splits in [None, Some(1usize), Some(2), Some(4), Some(6), Some(8)] {
-            r.set_split_k(splits);
+            r.set_tuning(CudaTuning {
+                split_k: splits,
+                ..chosen
+            })?;
             let label = splits.map_or("rule".to_string(), |s| s.to_string());
             record(
                 &mut csv,
@@ -150,7 +160,10 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
     // Eager steps: one prompt of n tokens.
     for n in [24usize, 32, 64, 128, 256] {
         for splits in [None, Some(1usize), Some(4)] {
-            r.set_split_k(splits);
+            r.set_tuning(CudaTuning {
+                split_k: splits,
+                ..chosen
+            })?;
             let label = splits.map_or("rule".to_string(), |s| s.to_string());
             record(
                 &mut csv,
@@ -161,20 +174,21 @@ pub(crate) fn split_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn s
             );
         }
     }
-    r.set_split_k(None);
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("split_k.csv"), csv)?;
     Ok(())
 }
 
 /// Decode step time by batch with programmatic dependent launches on and off,
 /// alternating, twice each.
-pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
     let (wl, date) = (&run.workload, run.date);
+    let chosen = *r.tuning();
     let mut csv = String::from("batch,pdl,round,ms_median,date\n");
     for b in [1usize, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
         for round in 0..2 {
             for pdl in [true, false] {
-                r.set_use_pdl(pdl);
+                r.set_tuning(CudaTuning { pdl, ..chosen })?;
                 record(
                     &mut csv,
                     &format!("pdl decode{b:<4} pdl {pdl:<5} round {round}"),
@@ -185,17 +199,14 @@ pub(crate) fn pdl_sweep(r: &mut CudaRunner, run: &Run) -> Result<(), Box<dyn std
             }
         }
     }
-    r.set_use_pdl(true);
+    r.set_tuning(chosen)?;
     std::fs::write(run.out.join("pdl.csv"), csv)?;
     Ok(())
 }
 
 /// The GEMM shapes tuned so far: cublasGemmEx's and the best cuBLASLt offer's
 /// µs per call, and which one the runner took (`gemm_tuning.csv`).
-pub(crate) fn write_gemm_tuning(
-    r: &CudaRunner,
-    run: &Run,
-) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn write_gemm_tuning(r: &CudaRunner, run: &Run) -> anyhow::Result<()> {
     let mut csv =
         String::from("m,n,k,splits,gemm_ex_us,best_lt_us,best_lt_rank,offers,chosen,error,date\n");
     let us = |v: Option<f64>| v.map(|u| format!("{u:.3}")).unwrap_or_default();

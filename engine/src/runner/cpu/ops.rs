@@ -7,7 +7,10 @@ use candle_core::{Device, Storage, Tensor};
 use rayon::prelude::*;
 
 pub(super) fn device_error(e: candle_core::Error) -> RunnerError {
-    RunnerError::Device(format!("cpu tensor op: {e}"))
+    RunnerError::Device {
+        what: "cpu tensor op".into(),
+        source: Box::new(e),
+    }
 }
 
 /// Batches of at most this many rows are "skinny": gemm's small-m path is
@@ -52,9 +55,10 @@ pub(super) fn linear(x: &[f32], rows: usize, w: &Tensor) -> Result<Vec<f32>, Run
     let data = match &*storage {
         Storage::Cpu(cpu) => cpu.as_slice::<f32>().map_err(device_error)?,
         _ => {
-            return Err(RunnerError::Device(
-                "CPU runner weight is not in CPU memory".into(),
-            ))
+            return Err(RunnerError::Device {
+                what: "reading a CPU runner weight".into(),
+                source: "the tensor is not in CPU memory".into(),
+            })
         }
     };
     let (start, len) = (layout.start_offset(), w.elem_count());

@@ -19,19 +19,6 @@ pub enum DecodeKernel {
     BlockW8U4,
     /// A block per (sequence, split) with a warp per KV head: whole cache slots read at once.
     HeadsU4,
-    /// Tensor cores: a block of 4 warps per unit, 16-key tiles through a 3-stage cp.async
-    /// pipeline per warp, the query heads of the group as the rows of one MMA tile. Slower
-    /// than the block kernels on the H200 at every batch size measured (results/h200/NOTES.md),
-    /// so only `--tune` and the self-tests run it.
-    MmaW4S3,
-}
-
-/// Dynamic shared memory of the tensor-core decode kernels (`DM_SMEM_BYTES` in
-/// decode_mma_attention.cu): per warp, `stages` stages of 16 K and 16 V rows
-/// of `head_dim + 8` bf16; then 18 such rows (query tile and the new key).
-pub(crate) fn mma_smem_bytes(head_dim: usize, warps: usize, stages: usize) -> u32 {
-    let row = (head_dim + 8) * 2;
-    (warps * stages * 2 * 16 * row + 18 * row) as u32
 }
 
 /// How a kernel maps units of work onto blocks.
@@ -46,12 +33,11 @@ enum Layout {
 }
 
 impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 5] = [
+    pub const ALL: [DecodeKernel; 4] = [
         DecodeKernel::Prefetch8,
         DecodeKernel::BlockW4U4,
         DecodeKernel::BlockW8U4,
         DecodeKernel::HeadsU4,
-        DecodeKernel::MmaW4S3,
     ];
 
     /// The fastest kernel for `n_dec` decodes that handles the shape, from
@@ -73,29 +59,23 @@ impl DecodeKernel {
         }
     }
 
+    /// The kernel's name, as `engine-bench --decode-kernel` takes it and
+    /// its `tune.csv` writes it (the variant's name).
+    pub fn name(self) -> &'static str {
+        match self {
+            DecodeKernel::Prefetch8 => "Prefetch8",
+            DecodeKernel::BlockW4U4 => "BlockW4U4",
+            DecodeKernel::BlockW8U4 => "BlockW8U4",
+            DecodeKernel::HeadsU4 => "HeadsU4",
+        }
+    }
+
     fn layout(self) -> Layout {
         match self {
             DecodeKernel::Prefetch8 => Layout::WarpPerUnit,
             DecodeKernel::BlockW4U4 => Layout::BlockPerUnit(4),
             DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
             DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
-            DecodeKernel::MmaW4S3 => Layout::BlockPerUnit(4),
-        }
-    }
-
-    /// Pipeline stages of a tensor-core kernel; `None` for the others.
-    fn mma_stages(self) -> Option<usize> {
-        match self {
-            DecodeKernel::MmaW4S3 => Some(3),
-            _ => None,
-        }
-    }
-
-    /// Dynamic shared memory a launch of this kernel takes.
-    fn smem_bytes(self, head_dim: usize) -> u32 {
-        match self.mma_stages() {
-            Some(stages) => mma_smem_bytes(head_dim, self.warps_per_unit(), stages),
-            None => 0,
         }
     }
 
@@ -109,16 +89,10 @@ impl DecodeKernel {
 
     /// Whether this kernel handles the model shape: a block kernel keeps its
     /// warps' partial outputs in 48 KB of static shared memory (`DB_FITS` in
-    /// decode_block_attention.cu) and a block has at most 32 warps; the
-    /// tensor-core kernel needs `DM_SUPPORTED` (decode_mma_attention.cu). The
+    /// decode_block_attention.cu) and a block has at most 32 warps. The
     /// kernels trap otherwise.
     pub fn supports(self, head_dim: usize, gqa_group: usize, num_kv_heads: usize) -> bool {
         let fits = |warps: usize| warps * gqa_group * (head_dim + 2) * 4 <= 48 * 1024;
-        if self.mma_stages().is_some() {
-            // DM_SUPPORTED: 16-wide MMA steps over the head, its fp32 output tile in
-            // registers, the group in one 16-row tile.
-            return head_dim.is_multiple_of(16) && head_dim <= 128 && gqa_group <= 16;
-        }
         match self.layout() {
             Layout::WarpPerUnit => true,
             Layout::BlockPerUnit(w) => fits(w),
@@ -139,7 +113,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW4U4 => Some(&k.attn_decode_block_w4u4_rope),
             DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
             DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
-            DecodeKernel::MmaW4S3 => Some(&k.attn_decode_mma_w4s3_rope),
         }
     }
 
@@ -149,7 +122,6 @@ impl DecodeKernel {
             DecodeKernel::BlockW4U4 => &k.attn_decode_block_w4u4,
             DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
             DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
-            DecodeKernel::MmaW4S3 => &k.attn_decode_mma_w4s3,
         }
     }
 }
@@ -178,7 +150,6 @@ pub(crate) struct DecodeArgs {
     pub num_decodes: usize,
     pub num_q_heads: usize,
     pub num_kv_heads: usize,
-    pub head_dim: usize,
     pub nsplit: usize,
     /// Launch as programmatic dependent launches ([`launch_ex`]).
     pub pdl: bool,
@@ -260,7 +231,7 @@ pub(crate) fn enqueue_decode_attention(
         "attn_decode",
         (blocks as u32, 1, 1),
         threads as u32,
-        kernel.smem_bytes(a.head_dim),
+        0,
         &args,
         a.pdl,
     )?;
@@ -312,17 +283,13 @@ mod tests {
         );
         // 33 KV heads would need 33 warps in one block.
         assert!(!DecodeKernel::HeadsU4.supports(128, 1, 33));
-        // The tensor-core kernel: 16-wide steps over the head, at most 128 dims, 16 query heads
-        // per KV head; never the default.
-        assert!(DecodeKernel::MmaW4S3.supports(96, 8, 8));
-        assert!(!DecodeKernel::MmaW4S3.supports(256, 8, 1));
-        assert!(!DecodeKernel::MmaW4S3.supports(128, 32, 1));
-        for n in [1, 16, 64, 256] {
-            assert_ne!(DecodeKernel::for_batch(n, 128, 2, 8), DecodeKernel::MmaW4S3);
-        }
-        // Its shared memory stays under the H200's 227 KB per block up to head_dim 128.
-        assert_eq!(mma_smem_bytes(128, 4, 3), 109_344);
-        assert!(mma_smem_bytes(128, 4, 3) <= 227 * 1024);
         assert!(DecodeKernel::ALL.iter().all(|k| k.supports(128, 2, 8)));
+    }
+
+    #[test]
+    fn a_kernel_is_named_as_its_variant() {
+        for k in DecodeKernel::ALL {
+            assert_eq!(k.name(), format!("{k:?}"));
+        }
     }
 }

@@ -121,7 +121,7 @@ __device__ __forceinline__ void load_group(u32 (*kr)[DEC_RAW], u32 (*vr)[DEC_RAW
 // i-th query token on this path (meta.rs).
 // With nsplit > 1 each warp writes a partial (max, sum, unnormalised output) for attn_combine:
 // part_o: [n_dec][NUM_Q_HEADS][nsplit][HEAD_DIM], part_ml: [n_dec][NUM_Q_HEADS][nsplit][2].
-template <int GROUP, bool PREFETCH>
+template <int GROUP>
 __device__ __forceinline__ void attn_decode_body(
     const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
     bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,
@@ -156,11 +156,10 @@ __device__ __forceinline__ void attn_decode_body(
         for (int e = 0; e < DEC_EPL; e++) acc[j][e] = 0.0f;
     }
     u32 kr[GROUP][DEC_RAW], vr[GROUP][DEC_RAW];
-    if (PREFETCH) load_group<GROUP>(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, kb, ke);
+    load_group<GROUP>(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, kb, ke);
     for (int base = kb; base < ke; base += GROUP) {
         u32 kn[GROUP][DEC_RAW], vn[GROUP][DEC_RAW];
-        if (PREFETCH) load_group<GROUP>(kn, vn, k_cache, v_cache, bt, block_size, kvh, lane, base + GROUP, ke);
-        else load_group<GROUP>(kr, vr, k_cache, v_cache, bt, block_size, kvh, lane, base, ke);
+        load_group<GROUP>(kn, vn, k_cache, v_cache, bt, block_size, kvh, lane, base + GROUP, ke);
 #pragma unroll
         for (int j = 0; j < GQA_GROUP; j++) {
             float sc[GROUP];
@@ -199,14 +198,12 @@ __device__ __forceinline__ void attn_decode_body(
                 for (int e = 0; e < DEC_EPL; e++) acc[j][e] += p * vf[e];
             }
         }
-        if (PREFETCH) {
 #pragma unroll
-            for (int u = 0; u < GROUP; u++) {
+        for (int u = 0; u < GROUP; u++) {
 #pragma unroll
-                for (int e = 0; e < DEC_RAW; e++) {
-                    kr[u][e] = kn[u][e];
-                    vr[u][e] = vn[u][e];
-                }
+            for (int e = 0; e < DEC_RAW; e++) {
+                kr[u][e] = kn[u][e];
+                vr[u][e] = vn[u][e];
             }
         }
     }
@@ -214,17 +211,17 @@ __device__ __forceinline__ void attn_decode_body(
 }
 
 // 8-key groups with the next group prefetched (16-key groups without prefetch, and a cp.async
-// shared-memory pipeline per warp, were measured slower: results/h200/NOTES.md).
-#define DECODE_ENTRY(NAME, GROUP, PREFETCH)                                                                   \
+// shared-memory pipeline per warp, were measured slower: docs/performance.md).
+#define DECODE_ENTRY(NAME, GROUP)                                                                           \
     extern "C" __global__ void __launch_bounds__(128) NAME(                                                 \
         const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,   \
         bf16* __restrict__ out, const int* __restrict__ decodes, const int* __restrict__ block_tables,      \
         const int* __restrict__ hdr, int block_size, float scale_log2, float* __restrict__ part_o,          \
         float* __restrict__ part_ml, int nsplit, int n_units) {                                             \
-        attn_decode_body<GROUP, PREFETCH>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr,           \
-                                          block_size, scale_log2, part_o, part_ml, nsplit, n_units);        \
+        attn_decode_body<GROUP>(qkv, k_cache, v_cache, out, decodes, block_tables, hdr, block_size,         \
+                                scale_log2, part_o, part_ml, nsplit, n_units);                              \
     }
-DECODE_ENTRY(attn_decode, 8, true)
+DECODE_ENTRY(attn_decode, 8)
 
 // grid (n_dec, NUM_Q_HEADS), block 128 threads; nsplit <= 128. The split weights are computed
 // once into shared memory, then each thread sums its output dimensions over the splits with

@@ -75,7 +75,7 @@ __device__ __forceinline__ void db_load(uint4* kr, uint4* vr, const bf16* __rest
             const long long off = (slot * NUM_KV_HEADS + kvh) * HEAD_DIM + dim0;
             // A step reads each cached key once: evict-first (ld.global.cs) keeps these loads
             // from pushing the weights and activations out of L2. On the H200
-            // (results/h200/evict_first.txt): batch 64 1.635 / 1.624 ms against 1.649 / 1.650,
+            // (docs/performance.md): batch 64 1.635 / 1.624 ms against 1.649 / 1.650,
             // batch 256 3.705 / 3.680 against 3.735 / 3.724; batch 1 and 16 within 0.01 ms.
             kr[u] = __ldcs(reinterpret_cast<const uint4*>(k_cache + off));
             vr[u] = __ldcs(reinterpret_cast<const uint4*>(v_cache + off));
@@ -177,7 +177,7 @@ __device__ __forceinline__ void db_merge_write(const float* sm_o, const float* s
 // keys (the block reads whole slot rows of the cache at once). Otherwise a block per (sequence,
 // KV head, split) whose WARPS warps share the keys. (Loading the next chunk into registers, or
 // into L2, before the current chunk's math, and capping registers for more warps per SM, were
-// measured slower on the H200: results/h200/NOTES.md.)
+// measured slower on the H200: docs/performance.md.)
 // ROPE: q/k-norm + RoPE + the KV-cache write of the new token are done here (decode-only steps,
 // where qk_norm_rope_cache is then not launched): every block normalises and rotates its query
 // heads; the block whose split holds the new key (position L - 1) rotates it, writes K and V to
@@ -346,7 +346,7 @@ __device__ __forceinline__ void attn_decode_block_body(
 //
 // DECODE_ENTRIES(NAME, THREADS, BODY, TEMPLATE_ARGS...): the pair of kernels NAME and NAME_rope
 // of a decode kernel family whose BODY<TEMPLATE_ARGS..., ROPE> takes DECODE_UNIT_PARAMS and a
-// RopeIn (decode_mma_attention.cu's family too).
+// RopeIn.
 #define DECODE_ENTRIES(NAME, THREADS, BODY, ...)                                                              \
     extern "C" __global__ void __launch_bounds__(THREADS) NAME(DECODE_UNIT_PARAMS, int n_units) {           \
         if ((int)blockIdx.x >= n_units) return;                                                             \

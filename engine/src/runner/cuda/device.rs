@@ -10,10 +10,27 @@
 
 use crate::runner::RunnerError;
 use cudarc::driver::{result, CudaContext, CudaFunction, CudaStream};
+use std::error::Error;
 use std::sync::Arc;
 
-pub(crate) fn dev_err(what: &str, e: impl std::fmt::Debug) -> RunnerError {
-    RunnerError::Device(format!("{what}: {e:?}"))
+/// A [`RunnerError::Device`]: `what` failed with `e` (its source).
+pub(crate) fn dev_err(what: &str, e: impl Error + Send + Sync + 'static) -> RunnerError {
+    RunnerError::Device {
+        what: what.to_owned(),
+        source: Box::new(e),
+    }
+}
+
+/// `e` and its sources, `: `-separated (for reports that keep errors as text).
+pub(crate) fn error_chain(e: &(dyn Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Opens device `ordinal` with one non-default stream, or says why not.
@@ -121,7 +138,8 @@ pub(crate) fn copy_dtoh_async<T>(
 /// Page-locked host memory (so the per-step copy is true async DMA), mapped
 /// into the device's address space so that a kernel can write results into
 /// it (`argmax_rows`, step.rs). Kernels reading the step metadata from it
-/// were slower than the copy: 20 µs for 8 KB at batch 64 on the H200.
+/// were slower than the copy: 20 µs for 8 KB at batch 64 on the H200
+/// (docs/performance.md).
 pub(crate) struct PinnedBuffer<T: Copy + Default> {
     ptr: *mut T,
     len: usize,
@@ -276,4 +294,21 @@ pub(crate) fn mem_info(ctx: &Arc<CudaContext>) -> Result<(usize, usize), RunnerE
 
 pub(crate) fn sync(stream: &CudaStream) -> Result<(), RunnerError> {
     stream.synchronize().map_err(|e| dev_err("synchronize", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_error_keeps_its_cause_as_the_source() {
+        let e = dev_err("graph launch", std::io::Error::other("launch failed"));
+        assert!(matches!(&e, RunnerError::Device { what, .. } if what == "graph launch"));
+        assert_eq!(e.to_string(), "device error: graph launch");
+        let source = e.source().expect("a source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert_eq!(error_chain(&e), "device error: graph launch: launch failed");
+        // Errors without a source are their own text.
+        assert_eq!(error_chain(&std::io::Error::other("x")), "x");
+    }
 }

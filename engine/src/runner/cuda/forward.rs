@@ -92,7 +92,7 @@ impl CudaRunner {
         smem: u32,
         args: &[Arg],
     ) -> Result<(), RunnerError> {
-        if self.profile_skip & group != 0 {
+        if self.skips(group) {
             return Ok(());
         }
         launch_ex(&self.stream, f, name, grid, block, smem, args, pdl)
@@ -157,9 +157,9 @@ impl CudaRunner {
         // sequences on (results/h200/pdl.csv) and 3-8 % in prefill steps
         // (profile.csv).
         let decode_only = lay.is_decode_only();
-        let pdl = self.use_pdl && decode_only && lay.num_decodes <= PDL_MAX_DECODES;
+        let pdl = self.tuning.pdl && decode_only && lay.num_decodes <= PDL_MAX_DECODES;
         let decode_kernel = self.decode_kernel_for(lay.num_decodes);
-        let fuse_rope = self.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
+        let fuse_rope = self.tuning.fuse_rope && decode_only && decode_kernel.fuses_rope(d);
 
         // The previous down projection's output, added by the next norm.
         let mut delta = Delta::NONE;
@@ -254,7 +254,7 @@ impl CudaRunner {
                     ],
                 )?;
             }
-            if self.profile_skip & SKIP_ATTENTION == 0 {
+            if !self.skips(SKIP_ATTENTION) {
                 let a = DecodeArgs {
                     qkv: ws.qkv.ptr,
                     k_cache: kc,
@@ -270,7 +270,6 @@ impl CudaRunner {
                     num_decodes: lay.num_decodes,
                     num_q_heads: nq,
                     num_kv_heads: nkv,
-                    head_dim: d,
                     nsplit,
                     pdl,
                     rope,

@@ -11,12 +11,13 @@
 //! A shape tuned by [`Gemm::tune_noted`] runs the cuBLASLt algorithm measured
 //! fastest for it instead of `cublasGemmEx` (gemm_lt.rs).
 
-use super::device::{dev_err, DeviceBuffer};
+use super::device::{dev_err, error_chain, DeviceBuffer};
 use super::gemm_lt::{GemmKey, GemmTuneReport, LtDescs, LtGemms, LtPlan, MIN_GAIN, TUNE_CALLS};
 use crate::runner::RunnerError;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas_result, sys as blas_sys, CudaBlas};
 use cudarc::driver::{sys as drv_sys, CudaContext, CudaStream};
+use statrs::statistics::{Data, OrderStatistics};
 use std::sync::Arc;
 
 const WORKSPACE_BYTES: usize = 32 << 20;
@@ -159,7 +160,7 @@ impl Gemm {
     /// strided-batched call; `a.y` holds `splits` fp32 `m × n` matrices back to back (`a.out`
     /// must be [`OutType::F32`]). At a few dozen rows cuBLAS runs the O and down projections
     /// with too few blocks to stream their weights; the batches give it more
-    /// (results/h200/gemm_bench_split.csv).
+    /// (`scripts/gemm_bench.cu`; where the runner splits: `linear::split_k_for`).
     pub fn linear_split_k(&self, a: &GemmArgs, splits: usize) -> Result<(), RunnerError> {
         let GemmArgs { m, k, out, .. } = *a;
         if m == 0 {
@@ -234,7 +235,7 @@ impl Gemm {
         for (key, calls) in self.lt.take_noted() {
             let (plan, report) = self.tune_shape(&key, &calls).unwrap_or_else(|e| {
                 let failed = GemmTuneReport {
-                    error: Some(e.to_string()),
+                    error: Some(error_chain(&e)),
                     ..GemmTuneReport::unmeasured(&key)
                 };
                 (None, failed)
@@ -254,7 +255,10 @@ impl Gemm {
         let offers = descs.offers(self.lt.handle, WORKSPACE_BYTES)?;
         let gemm_ex_us = self
             .time_calls(calls, &|a| self.cublas(a, key.splits))?
-            .ok_or_else(|| RunnerError::Device(format!("cuBLAS failed for {key:?}")))?;
+            .ok_or_else(|| RunnerError::Device {
+                what: format!("tuning {key:?}"),
+                source: "cuBLAS failed in the tuning graph".into(),
+            })?;
         let mut best: Option<(f64, usize)> = None;
         for (rank, algo) in offers.iter().enumerate() {
             if let Some(us) = self.time_calls(calls, &|a| self.lt_matmul(&descs, algo, a))? {
@@ -318,8 +322,7 @@ impl Gemm {
                 ms.push(t as f64);
             }
         }
-        ms.sort_by(f64::total_cmp);
-        Ok(Some(ms[ms.len() / 2] * 1000.0 / TUNE_CALLS as f64))
+        Ok(Some(Data::new(ms).median() * 1000.0 / TUNE_CALLS as f64))
     }
 
     /// Self-test: runs `a` (over `splits` slices of K) with the `rank`-th

@@ -6,11 +6,12 @@
 //! algorithm the cuBLASLt heuristic offers gives QKV 4.92 µs against 5.00,
 //! gate-up 5.95 against 6.19, O (4 slices of K) 4.23 against 4.37, down
 //! 4.77 against 5.02 and the LM head 85.2 against 92.9
-//! (results/h200/gemm_lt_search64.csv, `scripts/gemm_lt_search.cu`; no
-//! configuration outside the heuristic's offers came closer). In the decode
-//! graphs that is worth 0.3–0.5 % a step: batch 64 1.619–1.628 ms against
-//! 1.628–1.637, batch 256 3.681–3.692 against 3.686–3.718
-//! (results/h200/gemm_tuning_ab.csv, a fresh process per run).
+//! (`scripts/gemm_lt_search.cu`, docs/performance.md; no configuration
+//! outside the heuristic's offers came closer, which is why tuning times
+//! those offers only). In the decode graphs that is worth 0.3–0.5 % a step:
+//! batch 64 1.619–1.628 ms against 1.628–1.637, batch 256 3.681–3.692
+//! against 3.686–3.718 (a fresh process per run, docs/performance.md);
+//! what each shape measured is in `engine-bench`'s `gemm_tuning.csv`.
 //!
 //! Contract: [`LtGemms::with_plan`] runs the tuned algorithm of a shape, or
 //! returns nothing (not tuned, tuning off, or `cublasGemmEx` measured

@@ -2,6 +2,7 @@
 //! `Yᵀ = W · Xᵀ` in cuBLAS's column-major terms, strided batches for a split
 //! of K, the heuristic's offers, and the call itself.
 
+use super::device::dev_err;
 use super::gemm::{GemmArgs, OutType};
 use super::gemm_lt::GemmKey;
 use crate::runner::RunnerError;
@@ -27,7 +28,7 @@ pub(crate) struct LtDescs {
 }
 
 pub(crate) fn lt_err(what: &str, e: lt::CublasError) -> RunnerError {
-    RunnerError::Device(format!("cuBLASLt {what}: {e:?}"))
+    dev_err(&format!("cuBLASLt {what}"), e)
 }
 
 impl LtDescs {

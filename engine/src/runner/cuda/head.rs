@@ -4,7 +4,7 @@
 //! (`argmax_rows`: one argmax key per sampled row in the step metadata, ties
 //! to the lowest index; the last block of each row copies its key to the
 //! page-locked host buffer the host reads them from). Fusing the argmax into
-//! the LM head was measured slower (results/h200/fused_head.txt).
+//! the LM head was measured slower (docs/performance.md).
 
 use super::device::Arg;
 use super::forward::NormArgs;

@@ -63,7 +63,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // Latency, not bandwidth, is what this kernel costs (64 rows of 1,024 at batch 64), so every
 // load is issued before the first use of any, and the sums keep their order: the norm weight
 // before the PDL wait, since it does not depend on the previous kernel (on the H200 batch 1
-// went from 1.017-1.032 to 1.008-1.012 ms a step, results/h200/norm_ab.txt), and all partials
+// went from 1.017-1.032 to 1.008-1.012 ms a step, docs/performance.md), and all partials
 // at once rather than each as the loop reached it (no change measured at batch 64).
 #define NORM_MAX_PARTS 8
 extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __restrict__ delta,

@@ -16,7 +16,6 @@ const KERNELS_CU: &str = include_str!("kernels.cu");
 const ATTENTION_CU: &str = include_str!("attention.cu");
 const DECODE_ATTENTION_CU: &str = include_str!("decode_attention.cu");
 const DECODE_BLOCK_ATTENTION_CU: &str = include_str!("decode_block_attention.cu");
-const DECODE_MMA_ATTENTION_CU: &str = include_str!("decode_mma_attention.cu");
 const SKINNY_GEMM_CU: &str = include_str!("skinny_gemm.cu");
 
 /// Model shape baked into the kernels at compile time.
@@ -41,10 +40,6 @@ pub(crate) struct Kernels {
     pub attn_decode_block_w4u4_rope: CudaFunction,
     pub attn_decode_block_w8u4_rope: CudaFunction,
     pub attn_decode_heads_u4_rope: CudaFunction,
-    /// Tensor-core decode attention (4 warps, 3 pipeline stages), and the same
-    /// with q/k-norm + RoPE + the KV-cache write fused.
-    pub attn_decode_mma_w4s3: CudaFunction,
-    pub attn_decode_mma_w4s3_rope: CudaFunction,
     pub attn_combine: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
@@ -54,7 +49,7 @@ pub(crate) struct Kernels {
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
-        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{DECODE_MMA_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
+        "#define HEAD_DIM {}\n#define NUM_Q_HEADS {}\n#define NUM_KV_HEADS {}\n{KERNELS_CU}\n{ATTENTION_CU}\n{DECODE_ATTENTION_CU}\n{DECODE_BLOCK_ATTENTION_CU}\n{SKINNY_GEMM_CU}",
         shape.head_dim, shape.num_q_heads, shape.num_kv_heads
     )
 }
@@ -136,7 +131,6 @@ impl Kernels {
             Ok::<_, RunnerError>(func)
         };
         let attn_prefill = with_smem("attn_prefill", prefill_smem)?;
-        let mma_smem = super::decode::mma_smem_bytes(shape.head_dim, 4, 3);
         Ok(Self {
             prefill_smem,
             add_rmsnorm: f("add_rmsnorm")?,
@@ -151,8 +145,6 @@ impl Kernels {
             attn_decode_block_w4u4_rope: f("attn_decode_block_w4u4_rope")?,
             attn_decode_block_w8u4_rope: f("attn_decode_block_w8u4_rope")?,
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
-            attn_decode_mma_w4s3: with_smem("attn_decode_mma_w4s3", mma_smem)?,
-            attn_decode_mma_w4s3_rope: with_smem("attn_decode_mma_w4s3_rope", mma_smem)?,
             attn_combine: f("attn_combine")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
@@ -168,7 +160,7 @@ impl Kernels {
     /// (name, registers per thread, local-memory bytes per thread) of every kernel.
     pub fn resource_report(&self) -> Vec<(&'static str, i32, i32)> {
         use cudarc::driver::sys::CUfunction_attribute as A;
-        let named: [(&'static str, &CudaFunction); 19] = [
+        let named: [(&'static str, &CudaFunction); 17] = [
             ("add_rmsnorm", &self.add_rmsnorm),
             ("qk_norm_rope_cache", &self.qk_norm_rope_cache),
             ("silu_mul", &self.silu_mul),
@@ -187,8 +179,6 @@ impl Kernels {
                 &self.attn_decode_block_w8u4_rope,
             ),
             ("attn_decode_heads_u4_rope", &self.attn_decode_heads_u4_rope),
-            ("attn_decode_mma_w4s3", &self.attn_decode_mma_w4s3),
-            ("attn_decode_mma_w4s3_rope", &self.attn_decode_mma_w4s3_rope),
             ("attn_combine", &self.attn_combine),
             ("skinny_gemm_1", &self.skinny_gemm[0]),
             ("skinny_gemm_2", &self.skinny_gemm[1]),

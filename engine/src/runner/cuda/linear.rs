@@ -1,7 +1,6 @@
 //! `y[m, n] = x[m, k] · w[n, k]ᵀ` (a Linear layer) by the kernel that is
 //! fastest for the shape on the H200: the skinny tensor-core kernel for small
-//! products, cuBLAS otherwise (scripts/gemm_bench.cu,
-//! results/h200/gemm_bench.csv).
+//! products, cuBLAS otherwise (`scripts/gemm_bench.cu`; docs/performance.md).
 //!
 //! The two products whose output is added to the residual stream (O and
 //! down) may instead run split over K ([`split_k_for`]): fp32 partials that
@@ -16,10 +15,11 @@ use crate::runner::{gemm_padded_rows, RunnerError};
 use cudarc::driver::CudaStream;
 
 /// The skinny kernel re-reads all of `x` in every block of 8 output columns,
-/// so it wins only while `m · n` is small: measured on the H200 (28-layer
-/// graphs, 2026-11-30) it beats cuBLAS for Qwen3-0.6B's O and down
-/// projections (n = 1024) up to 24–32 rows and for its QKV (n = 4096) up to 8
-/// rows, and loses for gate-up (n = 6144) and the LM head at any row count.
+/// so it wins only while `m · n` is small: measured on the H200 by
+/// `scripts/gemm_bench.cu` (28-layer graphs, 2026-11-30) it beats cuBLAS for
+/// Qwen3-0.6B's O and down projections (n = 1024) up to 24–32 rows and for
+/// its QKV (n = 4096) up to 8 rows, and loses for gate-up (n = 6144) and the
+/// LM head at any row count.
 const SKINNY_MAX_PRODUCT: usize = 32 * 1024;
 const SKINNY_MAX_COLS: usize = 4096;
 
@@ -36,7 +36,7 @@ pub(crate) fn skinny_wins(m: usize, n: usize, k: usize) -> bool {
 }
 
 /// Most slices of K a residual product is split into (also the most
-/// [`CudaRunner::set_split_k`] takes).
+/// [`super::CudaTuning::split_k`] takes).
 pub const SPLIT_K_MAX: usize = 8;
 /// Most partials `add_rmsnorm` adds up (`NORM_MAX_PARTS` in kernels.cu).
 const NORM_MAX_PARTS: usize = 8;
@@ -165,10 +165,10 @@ impl CudaRunner {
         a: &GemmArgs,
         group: u32,
     ) -> Result<(), RunnerError> {
-        if self.profile_skip & group != 0 || a.m == 0 {
+        if self.skips(group) || a.m == 0 {
             return Ok(());
         }
-        if self.use_skinny && skinny_wins(a.m, a.n, a.k) {
+        if self.tuning.skinny_gemm && skinny_wins(a.m, a.n, a.k) {
             return skinny_gemm(&self.stream, &self.kernels, a, pdl);
         }
         let rows = if pad { gemm_padded_rows(a.m) } else { a.m };
@@ -177,7 +177,7 @@ impl CudaRunner {
 
     /// Slices of K for a residual product: the tuning override if set, else [`split_k_for`].
     fn residual_splits(&self, m: usize, n: usize, k: usize, graphed: bool) -> usize {
-        match self.split_k {
+        match self.tuning.split_k {
             Some(s) if m <= SPLIT_K_MAX_ROWS => largest_split(k, s.clamp(1, SPLIT_K_MAX)),
             Some(_) => 1,
             None => split_k_for(m, n, k, graphed),
@@ -200,7 +200,7 @@ impl CudaRunner {
             ..*a
         };
         let splits = self.residual_splits(a.m, a.n, a.k, graphed);
-        if splits <= 1 || self.profile_skip & group != 0 {
+        if splits <= 1 || self.skips(group) {
             self.linear(pdl, true, &bf16_out, group)?;
             return Ok(Delta::bf16(a.y));
         }

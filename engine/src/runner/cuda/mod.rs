@@ -13,19 +13,22 @@
 //! other batches run eagerly. Kernels are compiled by NVRTC at construction
 //! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
 //! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
-//! decode attention (a block of warps per sequence and KV head, chosen by batch
-//! size; in decode-only steps it also does the q/k-norm + RoPE + cache write),
+//! decode attention (decode.rs: blocks of 8 or 4 warps per sequence and KV
+//! head, or a warp per KV head, by batch size; in decode-only steps it also
+//! does the q/k-norm + RoPE + cache write),
 //! SiLU·mul, and a one-pass argmax whose results gather in the step metadata.
 //! GEMMs (bf16 operands, fp32 accumulation, fused QKV and gate-up weights) use
 //! a skinny tensor-core kernel for small products and cuBLAS otherwise, with
 //! row counts padded into few classes (linear.rs); the O and down products of
 //! 17–256 rows run split over K into fp32 partials that the next fused norm
 //! adds up. Before a decode graph is captured, each of its cuBLAS shapes is
-//! timed against cuBLASLt's heuristic offers and runs the fastest (gemm_lt.rs;
-//! [`CudaRunner::set_gemm_tuning`]). In decode-only steps of up to 24 sequences the runner's own
-//! kernels are programmatic dependent launches (forward.rs). The KV
-//! cache holds `num_kv_blocks()` blocks (block 0, the null block, included),
-//! either as configured or as many as `gpu_memory_utilization` leaves room for.
+//! timed against cuBLASLt's heuristic offers and runs the fastest (gemm_lt.rs).
+//! In decode-only steps of up to 24 sequences the runner's own kernels are
+//! programmatic dependent launches (forward.rs). Each of these rules was
+//! measured on the H200; [`CudaTuning`] (tuning.rs) overrides them, through
+//! [`CudaRunner::set_tuning`]. The KV cache holds `num_kv_blocks()` blocks
+//! (block 0, the null block, included), either as configured or as many as
+//! `gpu_memory_utilization` leaves room for.
 //!
 //! Failures are errors: no driver or GPU ([`RunnerError::NoDevice`]), NVRTC
 //! failure with its log ([`RunnerError::Compile`]), too little memory for the
@@ -68,18 +71,12 @@ pub use gemm_lt::GemmTuneReport;
 pub use linear::SPLIT_K_MAX;
 pub use overheads::StepOverheads;
 pub use selftest::{kernel_self_test, KernelCheck};
-
-/// Kernel groups that [`CudaRunner::set_profile_skip`] can leave out.
-pub const SKIP_GEMM: u32 = 1;
-pub const SKIP_ATTENTION: u32 = 2;
-pub const SKIP_ELEMENTWISE: u32 = 4;
-/// Final norm, LM head and argmax.
-pub const SKIP_HEAD: u32 = 8;
+pub use tuning::{
+    CudaTuning, DECODE_TARGET_WARPS, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+};
 
 /// Most splits of one sequence's decode attention.
 const MAX_DECODE_SPLITS: usize = 64;
-/// Decode-attention warps to aim for: enough to keep every SM's memory pipe busy.
-const DECODE_TARGET_WARPS: usize = 2048;
 /// Fewest keys per warp of a split in eager steps (whose contexts are known).
 const DECODE_MIN_KEYS_PER_SPLIT: usize = 32;
 /// Decode-graph batch sizes (padded up to the next one).
@@ -160,18 +157,7 @@ pub struct CudaRunner {
     use_graphs: bool,
     last: LastStep,
     device_name: String,
-    use_skinny: bool,
-    /// Tuning: a fixed split of the residual products' K (`None`: [`linear::split_k_for`]).
-    split_k: Option<usize>,
-    profile_skip: u32,
-    /// A fixed decode attention kernel (tuning), or `None`: [`DecodeKernel::for_batch`].
-    decode_kernel: Option<DecodeKernel>,
-    decode_target_warps: usize,
-    use_pdl: bool,
-    fuse_rope: bool,
-    /// Upload each decode graph to the device when it is captured (`cuGraphUpload`) rather
-    /// than at its first launch (step.rs says why not by default).
-    upload_graphs: bool,
+    tuning: CudaTuning,
 }
 
 fn workspace(
@@ -321,14 +307,7 @@ impl CudaRunner {
             use_graphs: rc.use_cuda_graphs,
             last: LastStep::default(),
             device_name,
-            use_skinny: true,
-            split_k: None,
-            profile_skip: 0,
-            decode_kernel: None,
-            decode_target_warps: DECODE_TARGET_WARPS,
-            use_pdl: true,
-            fuse_rope: true,
-            upload_graphs: false,
+            tuning: CudaTuning::default(),
         })
     }
 
@@ -339,10 +318,6 @@ impl CudaRunner {
     /// Bytes of weights on the device.
     pub fn weight_bytes(&self) -> usize {
         self.weights.bytes
-    }
-
-    pub fn set_use_cuda_graphs(&mut self, on: bool) {
-        self.use_graphs = on;
     }
 }
 

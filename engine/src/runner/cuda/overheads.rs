@@ -10,9 +10,12 @@ use super::meta::pack_step;
 use super::CudaRunner;
 use crate::runner::{RunnerError, ScheduledBatch};
 use cudarc::driver::sys;
+use statrs::statistics::{Data, OrderStatistics};
 use std::time::Instant;
 
-/// Medians in seconds over the repetitions, except `graph_back_to_back`.
+/// Medians in seconds over the repetitions (statrs': for an even count, the
+/// mean of the two middle values; results before 2026-12-01 took the upper
+/// one), except `graph_back_to_back`.
 #[derive(Debug, Clone, Copy)]
 pub struct StepOverheads {
     /// Host packing of the metadata alone.
@@ -25,11 +28,6 @@ pub struct StepOverheads {
     pub gpu_span: f64,
     /// Graph launches queued back to back, one wait at the end: per launch.
     pub graph_back_to_back: f64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 impl CudaRunner {
@@ -59,7 +57,7 @@ impl CudaRunner {
                 f()?;
                 v.push(t.elapsed().as_secs_f64());
             }
-            Ok(median(v))
+            Ok(Data::new(v).median())
         };
         let pack = time(&mut || {
             pack_step(batch, &self.limits, Some(b), self.meta_host.as_mut_slice()).map(|_| ())
@@ -100,7 +98,7 @@ impl CudaRunner {
             pack,
             graph_and_wait,
             whole_step,
-            gpu_span: median(spans),
+            gpu_span: Data::new(spans).median(),
             graph_back_to_back,
         })
     }

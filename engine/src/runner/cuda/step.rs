@@ -50,7 +50,7 @@ impl CudaRunner {
             n_dec,
             self.cfg.num_key_value_heads,
             self.decode_kernel_for(n_dec).warps_per_unit(),
-            self.decode_target_warps,
+            self.tuning.decode_target_warps.max(1),
             max_ctx,
             self.max_splits,
             self.limits.max_seqs * self.max_splits,
@@ -151,7 +151,7 @@ impl CudaRunner {
         self.last = LastStep {
             num_sampled: n_real,
         };
-        if lay.num_sampled == 0 || self.profile_skip & SKIP_HEAD != 0 {
+        if lay.num_sampled == 0 || self.skips(SKIP_HEAD) {
             // Nothing to wait for in host memory: wait for the stream (the next step's packing
             // must not overwrite the metadata before this step's copy has read it).
             device::sync(&self.stream)?;
@@ -172,7 +172,7 @@ impl CudaRunner {
     /// still returns. The last blocks may still be retiring when this
     /// returns; the next step's work queues behind them on the stream. On the
     /// H200 this answered 3–4 µs sooner than waiting for the stream
-    /// (results/h200/NOTES.md, twelfth session).
+    /// (docs/performance.md).
     fn wait_for_keys(&self, n: usize) -> Result<(), RunnerError> {
         let keys = self.sampled_host.as_slice().as_ptr();
         let mut spins = 0u32;
@@ -197,7 +197,7 @@ impl CudaRunner {
     }
 
     /// Captures the forward pass of `lay` into a graph. With GEMM tuning on
-    /// ([`CudaRunner::set_gemm_tuning`]), the GEMM shapes not tuned yet are
+    /// ([`super::CudaTuning::gemm_tuning`]), the GEMM shapes not tuned yet are
     /// noted first and tuned (gemm_lt.rs), so that the graph has their plans.
     fn capture(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
         self.note_gemms(lay, nsplit)?;
@@ -208,8 +208,8 @@ impl CudaRunner {
     /// Captures the forward pass without instantiating it, only for the GEMM
     /// shapes it notes (gemm_lt.rs). A graph instantiated and thrown away
     /// here made the one captured after it run 0.08 ms slower at batch 64 on
-    /// the H200 while graphs were uploaded at capture (results/h200/NOTES.md,
-    /// ninth and tenth sessions); nothing here needs an instance.
+    /// the H200 (measured while graphs were uploaded at capture;
+    /// docs/performance.md); nothing here needs an instance.
     fn note_gemms(&self, lay: &StepLayout, nsplit: usize) -> Result<(), RunnerError> {
         if !self.gemm.lt.enabled() {
             return Ok(());
@@ -239,14 +239,14 @@ impl CudaRunner {
         enq?;
         let graph = end
             .map_err(|e| dev_err("end graph capture", e))?
-            .ok_or_else(|| RunnerError::Device("graph capture produced no graph".into()))?;
-        // Not uploaded here by default: on the H200, once a few graphs had been uploaded at
-        // capture, the later ones ran about 5 % slower at every launch (batch 64 with all 13
+            .ok_or_else(|| RunnerError::Device {
+                what: "end graph capture".into(),
+                source: "the capture produced no graph".into(),
+            })?;
+        // Not uploaded here (`cuGraphUpload`): on the H200, once a few graphs had been uploaded
+        // at capture, the later ones ran about 5 % slower at every launch (batch 64 with all 13
         // buckets captured: 1.70 ms a step uploaded, 1.62 left to its first launch;
-        // results/h200/graph_instances.txt). The first launch uploads it instead.
-        if self.upload_graphs {
-            graph.upload().map_err(|e| dev_err("graph upload", e))?;
-        }
+        // docs/performance.md). The first launch uploads it instead.
         Ok(graph)
     }
 }

@@ -12,17 +12,13 @@ use crate::runner::RunnerError;
 
 /// The decode attention checks: (kernel, splits, with q/k-norm + RoPE fused).
 /// Kernels that do not support the shape are left out.
-pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 13] = [
+pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 9] = [
     (DecodeKernel::Prefetch8, 1, false),
     (DecodeKernel::Prefetch8, 7, false),
     (DecodeKernel::BlockW4U4, 1, false),
     (DecodeKernel::BlockW8U4, 3, false),
     (DecodeKernel::HeadsU4, 1, false),
     (DecodeKernel::HeadsU4, 5, false),
-    (DecodeKernel::MmaW4S3, 1, false),
-    (DecodeKernel::MmaW4S3, 1, true),
-    (DecodeKernel::MmaW4S3, 3, false),
-    (DecodeKernel::MmaW4S3, 2, true),
     (DecodeKernel::BlockW4U4, 1, true),
     (DecodeKernel::BlockW8U4, 3, true),
     (DecodeKernel::HeadsU4, 4, true),

@@ -107,7 +107,10 @@ pub(super) fn check_gemm_lt(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
     }
     let reports = g.tune_reports();
     if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {
-        return Err(RunnerError::Device(format!("GEMM tuning failed: {e}")));
+        return Err(RunnerError::Device {
+            what: "GEMM tuning".into(),
+            source: e.into(),
+        });
     }
     let chosen: Vec<&str> = reports.iter().map(|r| r.chosen).collect();
     Ok(compare(

@@ -139,7 +139,7 @@ pub fn kernel_self_test(
                 max_abs_err: f64::NAN,
                 rel_l2_err: f64::NAN,
                 pass: false,
-                note: e.to_string(),
+                note: device::error_chain(&e),
             });
             return out;
         }
@@ -195,7 +195,7 @@ pub fn kernel_self_test(
             max_abs_err: f64::NAN,
             rel_l2_err: f64::NAN,
             pass: false,
-            note: format!("error: {e}"),
+            note: format!("error: {}", device::error_chain(&e)),
         });
         out.push(KernelCheck {
             name: format!("{name} [{tag}]"),

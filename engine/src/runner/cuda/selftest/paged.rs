@@ -115,7 +115,6 @@ impl PagedBatch {
             num_decodes: self.lay.num_decodes,
             num_q_heads: nq,
             num_kv_heads: nkv,
-            head_dim: d,
             nsplit,
             pdl: false,
             rope,

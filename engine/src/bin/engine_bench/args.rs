@@ -1,0 +1,197 @@
+//! `engine-bench`'s options. Every value is checked here, before the slow
+//! start (synthetic weights, kernel compilation): an unknown option, a value
+//! out of range or an option that applies only to `--only-decode` runs
+//! without it is a usage error.
+
+use crate::steps::{CONTEXT_RANGE, DEFAULT_CONTEXT};
+use clap::builder::{PossibleValuesParser, RangedU64ValueParser, TypedValueParser};
+use clap::Parser;
+use engine::runner::cuda::{DecodeKernel, SPLIT_K_MAX};
+use std::path::PathBuf;
+
+/// Most sequences a step of the bench's runner takes (its `max_num_seqs`).
+pub(crate) const MAX_BATCH: usize = 256;
+
+/// Step times of the CUDA runner on synthetic weights; writes `engine.csv`
+/// (`engine_eager.csv` with `--eager`) and the CSV files of the runs asked for.
+#[derive(Debug, Parser)]
+#[command(name = "engine-bench")]
+pub(crate) struct Args {
+    /// Directory the CSV files go to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub out: PathBuf,
+    /// Model preset of the synthetic weights.
+    #[arg(long, default_value = "qwen3-0.6b")]
+    pub model: String,
+    /// The median number of keys a timed decode step attends to.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CONTEXT, value_parser = context_parser())]
+    pub context: usize,
+    /// Every step eager: no CUDA graphs.
+    #[arg(long)]
+    pub eager: bool,
+    /// No kernel is a programmatic dependent launch.
+    #[arg(long)]
+    pub no_pdl: bool,
+    /// Every GEMM runs cublasGemmEx (no cuBLASLt plans); otherwise the tuned
+    /// shapes go to `gemm_tuning.csv`.
+    #[arg(long)]
+    pub no_gemm_tuning: bool,
+    /// The O and down products' K in S slices (1: never) instead of the
+    /// runner's rule.
+    #[arg(long, value_name = "S", value_parser = RangedU64ValueParser::<usize>::new().range(1..=SPLIT_K_MAX as u64))]
+    pub split_k: Option<usize>,
+    /// Every decode-attention kernel and split target, by batch (`tune.csv`).
+    #[arg(long)]
+    pub tune: bool,
+    /// Steps with kernel groups left out (`profile.csv`).
+    #[arg(long)]
+    pub profile: bool,
+    /// Decode and eager steps by split of K (`split_k.csv`).
+    #[arg(long)]
+    pub split_sweep: bool,
+    /// Decode steps by batch with programmatic dependent launches on and off
+    /// (`pdl.csv`).
+    #[arg(long)]
+    pub pdl_sweep: bool,
+    /// Time decode steps at batch B only and write nothing (a run to put
+    /// under a profiler).
+    #[arg(long, value_name = "B", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_BATCH as u64))]
+    pub only_decode: Option<usize>,
+    /// With --only-decode: one decode-attention kernel for every batch.
+    #[arg(long, value_name = "NAME", requires = "only_decode", value_parser = decode_kernel_parser())]
+    pub decode_kernel: Option<DecodeKernel>,
+    /// With --only-decode: the warps the decode attention's splits aim at.
+    #[arg(long, value_name = "WARPS", requires = "only_decode")]
+    pub split_target: Option<usize>,
+    /// With --only-decode: first capture every bucket's graph, as real mode does.
+    #[arg(long, requires = "only_decode")]
+    pub warm_graphs: bool,
+    /// With --only-decode: then time the pieces of such a step (host packing,
+    /// the graph launched and waited for, the whole step, its GPU span, and
+    /// graph replays back to back: `CudaRunner::step_overheads`).
+    #[arg(long, requires = "only_decode")]
+    pub overheads: bool,
+}
+
+/// `--context`: a whole number in [`CONTEXT_RANGE`].
+fn context_parser() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(*CONTEXT_RANGE.start() as u64..=*CONTEXT_RANGE.end() as u64)
+}
+
+/// `--decode-kernel`: one of [`DecodeKernel::ALL`] by name (the help and
+/// the error list them).
+fn decode_kernel_parser() -> impl TypedValueParser<Value = DecodeKernel> {
+    PossibleValuesParser::new(DecodeKernel::ALL.map(DecodeKernel::name)).try_map(|name: String| {
+        DecodeKernel::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| format!("no decode kernel {name}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    fn parse(line: &str) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("engine-bench").chain(line.split_whitespace()))
+    }
+
+    fn error(line: &str) -> (ErrorKind, String) {
+        let e = parse(line).expect_err(line);
+        (e.kind(), e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_the_standard_bench() {
+        let a = parse("").unwrap();
+        assert_eq!(a.out, PathBuf::from("."));
+        assert_eq!((a.model.as_str(), a.context), ("qwen3-0.6b", 300));
+        assert!(!(a.eager || a.no_pdl || a.no_gemm_tuning || a.tune || a.profile));
+        assert!(!(a.split_sweep || a.pdl_sweep || a.warm_graphs || a.overheads));
+        assert_eq!(
+            (a.split_k, a.only_decode, a.split_target),
+            (None, None, None)
+        );
+        assert_eq!(a.decode_kernel, None);
+    }
+
+    #[test]
+    fn options_keep_their_names() {
+        let a = parse(
+            "--out d --model tiny --context 325 --eager --no-pdl --no-gemm-tuning --split-k 4 \
+             --tune --profile --split-sweep --pdl-sweep",
+        )
+        .unwrap();
+        assert_eq!(
+            (a.out, a.model, a.context),
+            (PathBuf::from("d"), "tiny".into(), 325)
+        );
+        assert!(a.eager && a.no_pdl && a.no_gemm_tuning && a.tune && a.profile);
+        assert!(a.split_sweep && a.pdl_sweep);
+        assert_eq!(a.split_k, Some(4));
+        let a = parse(
+            "--only-decode 64 --decode-kernel BlockW4U4 --split-target 1024 --warm-graphs --overheads",
+        )
+        .unwrap();
+        assert_eq!(a.only_decode, Some(64));
+        assert_eq!(a.decode_kernel, Some(DecodeKernel::BlockW4U4));
+        assert_eq!(a.split_target, Some(1024));
+        assert!(a.warm_graphs && a.overheads);
+    }
+
+    #[test]
+    fn values_out_of_range_are_errors_that_name_the_range() {
+        for (line, range) in [
+            ("--context 25", "26..=2048"),
+            ("--context 2049", "26..=2048"),
+            ("--split-k 0", "1..=8"),
+            ("--split-k 9", "1..=8"),
+            ("--only-decode 0", "1..=256"),
+            ("--only-decode 257", "1..=256"),
+        ] {
+            let (kind, msg) = error(line);
+            assert_eq!(kind, ErrorKind::ValueValidation, "{line}");
+            assert!(msg.contains(range), "{line}: {msg}");
+        }
+        assert!(parse("--context 26").is_ok() && parse("--context 2048").is_ok());
+        let (kind, _) = error("--context many");
+        assert_eq!(kind, ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn a_decode_kernel_is_taken_by_name_and_an_unknown_one_lists_the_names() {
+        for k in DecodeKernel::ALL {
+            let a = parse(&format!("--only-decode 1 --decode-kernel {}", k.name())).unwrap();
+            assert_eq!(a.decode_kernel, Some(k));
+        }
+        let (kind, msg) = error("--only-decode 1 --decode-kernel BlockW16U4");
+        assert_eq!(kind, ErrorKind::InvalidValue);
+        for k in DecodeKernel::ALL {
+            assert!(msg.contains(k.name()), "{msg}");
+        }
+    }
+
+    #[test]
+    fn only_decode_options_need_only_decode() {
+        for line in [
+            "--decode-kernel HeadsU4",
+            "--split-target 2048",
+            "--warm-graphs",
+            "--overheads",
+        ] {
+            let (kind, msg) = error(line);
+            assert_eq!(kind, ErrorKind::MissingRequiredArgument, "{line}");
+            assert!(msg.contains("--only-decode"), "{line}: {msg}");
+        }
+    }
+
+    #[test]
+    fn unknown_options_and_missing_values_are_errors() {
+        assert_eq!(error("--warm-graph").0, ErrorKind::UnknownArgument);
+        assert_eq!(error("--upload-graphs").0, ErrorKind::UnknownArgument);
+        assert_eq!(error("--only-decode").0, ErrorKind::InvalidValue);
+        assert_eq!(error("64").0, ErrorKind::UnknownArgument);
+    }
+}

@@ -1,0 +1,166 @@
+//! Packing checks: sections, padding, the decode path of short chunks, and
+//! the batches `pack_step` rejects.
+
+use super::*;
+use crate::request::RequestId;
+use crate::runner::ScheduledSeq;
+
+fn limits() -> BatchLimits {
+    BatchLimits {
+        block_size: 4,
+        num_blocks: 16,
+        vocab_size: 100,
+        max_tokens: 64,
+        max_seqs: 8,
+        max_len: 32,
+        tokens_per_tile: 2,
+    }
+}
+
+fn seq<'a>(tokens: &'a [u32], start: usize, bt: &'a [u32], samples: bool) -> ScheduledSeq<'a> {
+    ScheduledSeq {
+        request_id: RequestId(0),
+        token_ids: tokens,
+        start_pos: start,
+        block_table: bt,
+        samples,
+    }
+}
+
+#[test]
+fn mixed_batch_is_packed_section_by_section() {
+    let (pre, dec) = ([5u32, 6, 7], [9u32]);
+    let (bt_pre, bt_dec) = ([3u32, 4], [7u32, 8]);
+    let batch = ScheduledBatch {
+        seqs: vec![seq(&pre, 2, &bt_pre, false), seq(&dec, 5, &bt_dec, true)],
+        block_size: 4,
+    };
+    let mut buf = vec![-7; 256];
+    let lay = pack_step(&batch, &limits(), None, &mut buf).unwrap();
+    assert_eq!(
+        (
+            lay.num_tokens,
+            lay.num_seqs,
+            lay.num_sampled,
+            lay.num_decodes,
+            lay.num_tiles
+        ),
+        (4, 2, 1, 1, 2)
+    );
+    assert_eq!(buf[0], 2);
+    // Zeroed argmax keys and counts of blocks done: one sampled row.
+    assert_eq!(lay.tokens - lay.argmax, 3);
+    assert!(buf[lay.argmax..lay.tokens].iter().all(|&x| x == 0));
+    assert_eq!(&buf[lay.tokens..lay.tokens + 4], &[5, 6, 7, 9]);
+    assert_eq!(&buf[lay.positions..lay.positions + 4], &[2, 3, 4, 5]);
+    // position 2 -> block 3 offset 2; 4 -> block 4 offset 0; 5 -> block 8 offset 1
+    assert_eq!(&buf[lay.slots..lay.slots + 4], &[14, 15, 16, 33]);
+    assert_eq!(&buf[lay.q_start..lay.q_start + 3], &[0, 3, 4]);
+    assert_eq!(&buf[lay.ctx_len..lay.ctx_len + 2], &[5, 6]);
+    assert_eq!(buf[lay.sample_rows], 3);
+    // The decode: sequence 1, token row 3, 6 keys.
+    assert_eq!(&buf[lay.decodes..lay.decodes + 3], &[1, 3, 6]);
+    // Longest tile first: tokens 2.. of sequence 0 attend to 5 keys, tokens 0..2 to 4.
+    assert_eq!(&buf[lay.tiles..lay.tiles + 4], &[0, 2, 0, 0]);
+    assert_eq!(&buf[lay.block_tables..lay.block_tables + 4], &[3, 4, 7, 8]);
+}
+
+#[test]
+fn decode_bucket_pads_with_uncached_rows() {
+    let toks = [1u32];
+    let bt = [2u32, 3];
+    let batch = ScheduledBatch {
+        seqs: vec![seq(&toks, 4, &bt, true)],
+        block_size: 4,
+    };
+    let mut buf = vec![-7; 256];
+    let lay = pack_step(&batch, &limits(), Some(4), &mut buf).unwrap();
+    assert_eq!(lay, StepLayout::new(4, 4, 4, 4, 0, 2));
+    assert_eq!(&buf[lay.slots..lay.slots + 4], &[12, -1, -1, -1]);
+    assert_eq!(&buf[lay.ctx_len..lay.ctx_len + 4], &[5, 0, 0, 0]);
+    assert_eq!(&buf[lay.q_start..lay.q_start + 5], &[0, 1, 2, 3, 4]);
+    assert_eq!(
+        &buf[lay.decodes..lay.decodes + 12],
+        &[0, 0, 5, 1, 1, 0, 2, 2, 0, 3, 3, 0]
+    );
+    assert!(lay.is_decode_only());
+}
+
+#[test]
+fn a_short_chunk_over_cached_context_takes_the_decode_path() {
+    // 2 tokens (one tile's worth) after 5 cached: two decode entries, no tile; a
+    // fresh 2-token prompt stays a tile.
+    let (chunk, fresh) = ([5u32, 6], [7u32, 8]);
+    let (bt_chunk, bt_fresh) = ([3u32, 4], [9u32]);
+    let batch = ScheduledBatch {
+        seqs: vec![
+            seq(&chunk, 5, &bt_chunk, true),
+            seq(&fresh, 0, &bt_fresh, true),
+        ],
+        block_size: 4,
+    };
+    let mut buf = vec![-7; 256];
+    let lay = pack_step(&batch, &limits(), None, &mut buf).unwrap();
+    assert_eq!((lay.num_decodes, lay.num_tiles), (2, 1));
+    // Each token sees the keys up to itself: positions 5 and 6.
+    assert_eq!(&buf[lay.decodes..lay.decodes + 6], &[0, 0, 6, 0, 1, 7]);
+    assert_eq!(&buf[lay.tiles..lay.tiles + 2], &[1, 0]);
+    assert!(!lay.is_decode_only());
+    // A graph bucket takes only one-token sequences.
+    assert!(matches!(
+        pack_step(&batch, &limits(), Some(2), &mut buf),
+        Err(RunnerError::BadBatch(_))
+    ));
+}
+
+#[test]
+fn bad_batches_are_rejected() {
+    let mut buf = vec![0; 256];
+    let toks = [1u32, 2];
+    let short_bt = [1u32];
+    let b = ScheduledBatch {
+        seqs: vec![seq(&toks, 3, &short_bt, true)],
+        block_size: 4,
+    };
+    assert!(matches!(
+        pack_step(&b, &limits(), None, &mut buf),
+        Err(RunnerError::BadBatch(_))
+    ));
+    let big_tok = [100u32];
+    let bt = [1u32];
+    let b = ScheduledBatch {
+        seqs: vec![seq(&big_tok, 0, &bt, true)],
+        block_size: 4,
+    };
+    assert!(matches!(
+        pack_step(&b, &limits(), None, &mut buf),
+        Err(RunnerError::BadBatch(_))
+    ));
+    let bad_block = [16u32];
+    let b = ScheduledBatch {
+        seqs: vec![seq(&toks, 0, &bad_block, true)],
+        block_size: 4,
+    };
+    assert!(matches!(
+        pack_step(&b, &limits(), None, &mut buf),
+        Err(RunnerError::BadBatch(_))
+    ));
+    let b = ScheduledBatch {
+        seqs: vec![seq(&toks, 0, &bt, true)],
+        block_size: 8,
+    };
+    assert!(matches!(
+        pack_step(&b, &limits(), None, &mut buf),
+        Err(RunnerError::BadBatch(_))
+    ));
+    // A prefill cannot go through a decode graph.
+    let bt2 = [1u32, 2];
+    let b = ScheduledBatch {
+        seqs: vec![seq(&toks, 0, &bt2, true)],
+        block_size: 4,
+    };
+    assert!(matches!(
+        pack_step(&b, &limits(), Some(2), &mut buf),
+        Err(RunnerError::BadBatch(_))
+    ));
+}
