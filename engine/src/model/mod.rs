@@ -1,4 +1,4 @@
-//! Qwen3: configuration and weights, shared by every runner.
+//! Qwen3: configuration, presets and weights, shared by every runner.
 //!
 //! Contract: weights live on the host as bf16 [`HostTensor`]s with Hugging Face
 //! names and shapes (`[out_features, in_features]` for linear layers). They come
@@ -7,9 +7,11 @@
 //! can be compared.
 
 pub mod config;
+pub mod presets;
 pub mod safetensors_loader;
 pub mod synthetic;
 pub mod weights;
 
 pub use config::{ModelError, Qwen3Config};
+pub use presets::PRESETS;
 pub use weights::{tensor_specs, HostTensor, LayerWeights, Qwen3Weights};
