@@ -2,9 +2,10 @@
 //!
 //! Contract: weights live on the host as bf16 [`HostTensor`]s with Hugging Face
 //! names and shapes (`[out_features, in_features]` for linear layers). They come
-//! from `*.safetensors` files or from a seed; synthetic weights are generated
-//! on the host, so every backend gets bit-identical values and their outputs
-//! can be compared.
+//! from `*.safetensors` files or from a seed; synthetic weights are a
+//! counter-based function of (seed, tensor, index) that any backend can
+//! compute to the same bits, so every backend gets identical values and their
+//! outputs can be compared.
 
 pub mod config;
 pub mod presets;
