@@ -246,7 +246,9 @@ fn error_paths() -> bool {
         ),
     ] {
         match CudaRunner::new(&cfg, &w, &rc) {
-            Err(e @ RunnerError::OutOfMemory { .. }) => report(name, true, e.to_string()),
+            Err(e @ (RunnerError::OutOfMemory { .. } | RunnerError::Memory(_))) => {
+                report(name, true, e.to_string())
+            }
             Err(e) => report(name, false, format!("wrong error: {e}")),
             Ok(_) => report(name, false, "constructed a runner".into()),
         }

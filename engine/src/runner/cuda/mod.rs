@@ -28,8 +28,9 @@
 //! either as configured or as many as `gpu_memory_utilization` leaves room for.
 //!
 //! Failures are errors: no driver or GPU ([`RunnerError::NoDevice`]), NVRTC
-//! failure with its log ([`RunnerError::Compile`]), too little memory for the
-//! KV cache ([`RunnerError::OutOfMemory`]), malformed batches
+//! failure with its log ([`RunnerError::Compile`]), a model that does not fit
+//! the device, checked before anything is allocated ([`RunnerError::Memory`]),
+//! too little memory for the KV cache ([`RunnerError::OutOfMemory`]), malformed batches
 //! ([`RunnerError::BadBatch`]).
 
 mod decode;
@@ -45,11 +46,12 @@ mod meta;
 mod overheads;
 mod selftest;
 mod step;
+mod synthetic;
 mod tuning;
 mod weights;
 
 use crate::config::EngineConfig;
-use crate::model::{Qwen3Config, Qwen3Weights};
+use crate::model::{Qwen3Config, Qwen3Weights, WeightSource};
 use crate::runner::{
     attention_tile_tokens, gemm_padded_rows, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch,
 };
@@ -68,6 +70,7 @@ pub use gemm_lt::GemmTuneReport;
 pub use linear::SPLIT_K_MAX;
 pub use overheads::StepOverheads;
 pub use selftest::{kernel_self_test, KernelCheck};
+pub use synthetic::synthetic_weights_self_test;
 
 /// Kernel groups that [`CudaRunner::set_profile_skip`] can leave out.
 pub const SKIP_GEMM: u32 = 1;
@@ -209,10 +212,22 @@ fn workspace(
 }
 
 impl CudaRunner {
-    /// Uploads `weights`, compiles the kernels, allocates the workspace and the KV cache.
+    /// Uploads host `weights`: [`Self::with_weights`] with [`WeightSource::Host`].
     pub fn new(
         cfg: &Qwen3Config,
         weights: &Qwen3Weights,
+        rc: &CudaRunnerConfig,
+    ) -> Result<Self, RunnerError> {
+        Self::with_weights(cfg, WeightSource::Host(weights), rc)
+    }
+
+    /// Checks that the model fits the device ([`RunnerError::Memory`] with
+    /// the numbers if not), compiles the kernels, puts the weights on the
+    /// device (uploaded, or generated there for [`WeightSource::Synthetic`]),
+    /// allocates the workspace and the KV cache.
+    pub fn with_weights(
+        cfg: &Qwen3Config,
+        weights: WeightSource<'_>,
         rc: &CudaRunnerConfig,
     ) -> Result<Self, RunnerError> {
         if rc.block_size == 0
@@ -234,6 +249,7 @@ impl CudaRunner {
             )));
         }
         let (ctx, stream) = device::open_device(rc.device_ordinal)?;
+        weights::check_fits(&ctx, cfg, rc)?;
         let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let shape = KernelShape {
             head_dim: cfg.head_dim,
@@ -242,7 +258,7 @@ impl CudaRunner {
         };
         let kernels = Kernels::compile(&ctx, shape)?;
         let gemm = Gemm::new(&ctx, &stream)?;
-        let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
+        let dw = weights::build(&ctx, &stream, cfg, weights, rc.max_model_len)?;
 
         let max_seqs = rc.max_num_seqs;
         let graph_max = GRAPH_BUCKETS
