@@ -71,6 +71,10 @@ fn qwen3_32b_fits_one_h200_with_default_settings() {
     assert_eq!(config.kv_bytes_per_token(2), 256 << 10);
     let kv_gib = plan.kv_bytes() as f64 / GIB as f64;
     assert!((kv_gib - 65.875).abs() < 1e-9, "{kv_gib}");
+    // The lent H200 reports 143,771 MiB (nvidia-smi): 16,726 blocks.
+    let lent = DeviceMemory::budget(143_771 << 20);
+    let plan = memory::plan(&config, &defaults(), Precision::BF16, lent).unwrap();
+    assert_eq!(plan.kv_blocks, 16_726);
 }
 
 #[test]
