@@ -105,8 +105,9 @@ impl MemoryPlan {
 /// Why a plan failed.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum MemoryError {
+    /// Boxed: the numbers would make every error type that carries one large.
     #[error("{0}")]
-    DoesNotFit(Shortfall),
+    DoesNotFit(Box<Shortfall>),
     #[error("invalid KV-cache settings: {0}")]
     Settings(String),
 }
@@ -197,7 +198,7 @@ pub fn plan(
     let block = kv_block_bytes(config, settings.block_size, precision);
     let in_use = memory.in_use_bytes();
     let shortfall = |kv_blocks: usize, max_model_len, available, utilization| {
-        MemoryError::DoesNotFit(Shortfall {
+        MemoryError::DoesNotFit(Box::new(Shortfall {
             weight_bytes: weights,
             kv_bytes: (kv_blocks as u64).saturating_mul(block),
             kv_blocks,
@@ -207,7 +208,7 @@ pub fn plan(
             total_bytes: memory.total_bytes,
             in_use_bytes: in_use,
             utilization,
-        })
+        }))
     };
     if let Some(n) = settings.num_gpu_blocks {
         let available = memory.free_bytes;
