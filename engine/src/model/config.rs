@@ -1,4 +1,4 @@
-//! Qwen3 configuration from a Hugging Face `config.json`, and presets.
+//! Qwen3 configuration from a Hugging Face `config.json` (presets: `presets.rs`).
 //!
 //! Contract: [`Qwen3Config::from_json_file`] accepts the `config.json` that
 //! `transformers` writes for `Qwen3ForCausalLM` (extra keys are ignored,
