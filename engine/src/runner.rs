@@ -171,6 +171,9 @@ pub enum RunnerError {
         needed_blocks: usize,
         fitting_blocks: usize,
     },
+    /// The model and the least KV cache exceed the memory (checked at start).
+    #[error(transparent)]
+    Memory(#[from] crate::model::MemoryError),
     #[error("model: {0}")]
     Model(String),
     /// A device or library call failed: `what` the runner was doing, and the

@@ -332,7 +332,7 @@ fn synthetic_weights_are_deterministic_random_and_shaped() {
             "{name}: std {std} vs {want_std}"
         );
     }
-    // Rows of a tensor are not copies of one another (each chunk has its own stream).
+    // Rows of a tensor are not copies of one another (each element has its own draw).
     let embed = &a.embed_tokens;
     let row = config.hidden_size;
     assert_ne!(embed.data[..row], embed.data[row..2 * row]);

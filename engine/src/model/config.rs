@@ -1,4 +1,4 @@
-//! Qwen3 configuration from a Hugging Face `config.json`, and presets.
+//! Qwen3 configuration from a Hugging Face `config.json` (presets: `presets.rs`).
 //!
 //! Contract: [`Qwen3Config::from_json_file`] accepts the `config.json` that
 //! `transformers` writes for `Qwen3ForCausalLM` (extra keys are ignored,
@@ -29,7 +29,10 @@ pub enum ModelError {
     },
     #[error("tensor {name}: dtype {found}, expected bf16, f16 or f32")]
     BadDtype { name: String, found: String },
-    #[error("unknown model preset {0:?}: use qwen3-0.6b, tiny, or a directory with config.json")]
+    #[error(
+        "unknown model preset {0:?}: use one of {list}, or a directory with config.json",
+        list = super::presets::PRESETS.join(", ")
+    )]
     UnknownPreset(String),
 }
 
@@ -58,42 +61,6 @@ fn default_max_position_embeddings() -> usize {
 }
 
 impl Qwen3Config {
-    /// The real Qwen3-0.6B shape.
-    pub fn qwen3_0_6b() -> Self {
-        Self {
-            vocab_size: 151_936,
-            hidden_size: 1024,
-            intermediate_size: 3072,
-            num_hidden_layers: 28,
-            num_attention_heads: 16,
-            num_key_value_heads: 8,
-            head_dim: 128,
-            rms_norm_eps: 1e-6,
-            rope_theta: 1_000_000.0,
-            tie_word_embeddings: true,
-            max_position_embeddings: 40_960,
-            eos_token_id: Some(151_645),
-        }
-    }
-
-    /// A few layers and small widths, for tests (keeps GQA: 4 query heads, 2 KV heads).
-    pub fn tiny() -> Self {
-        Self {
-            vocab_size: 512,
-            hidden_size: 64,
-            intermediate_size: 128,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            head_dim: 32,
-            rms_norm_eps: 1e-6,
-            rope_theta: 10_000.0,
-            tie_word_embeddings: true,
-            max_position_embeddings: 4096,
-            eos_token_id: None,
-        }
-    }
-
     /// Reads a Hugging Face `config.json` (or a directory holding one).
     pub fn from_json_file(path: &Path) -> Result<Self, ModelError> {
         let path = if path.is_dir() {
@@ -158,14 +125,6 @@ impl Qwen3Config {
             return Err(format!("rope_theta ({}) must be positive", self.rope_theta));
         }
         Ok(())
-    }
-
-    pub fn preset(name: &str) -> Result<Self, ModelError> {
-        match name {
-            "qwen3-0.6b" => Ok(Self::qwen3_0_6b()),
-            "tiny" => Ok(Self::tiny()),
-            other => Err(ModelError::UnknownPreset(other.to_string())),
-        }
     }
 
     pub fn q_size(&self) -> usize {

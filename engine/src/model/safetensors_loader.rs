@@ -5,6 +5,7 @@
 //! error). Each tensor that [`super::weights::tensor_specs`] lists must exist
 //! with exactly that shape; bf16 is taken as is, f16 and f32 are rounded to
 //! bf16. Extra tensors (for example a tied `lm_head.weight`) are ignored.
+//! [`shard_files`] says whether a directory holds a checkpoint at all.
 
 use super::config::{ModelError, Qwen3Config};
 use super::weights::{HostTensor, Qwen3Weights};
@@ -14,7 +15,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub fn load_dir(dir: &Path, config: &Qwen3Config) -> Result<Qwen3Weights, ModelError> {
-    let files = shard_paths(dir)?;
+    let files = shard_files(dir)?;
+    if files.is_empty() {
+        return Err(io_error(
+            dir,
+            "no *.safetensors file in this directory".into(),
+        ));
+    }
     let buffers = files
         .iter()
         .map(|p| std::fs::read(p).map_err(|e| io_error(p, e.to_string())))
@@ -59,8 +66,8 @@ pub fn load_dir(dir: &Path, config: &Qwen3Config) -> Result<Qwen3Weights, ModelE
     })
 }
 
-/// The `*.safetensors` files of `dir`, sorted by name.
-fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
+/// The `*.safetensors` files of `dir`, sorted by name (none: not a checkpoint).
+pub fn shard_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
     let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e.to_string()))?;
     let mut files = Vec::new();
     for entry in entries {
@@ -68,12 +75,6 @@ fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
         if path.extension().is_some_and(|ext| ext == "safetensors") {
             files.push(path);
         }
-    }
-    if files.is_empty() {
-        return Err(io_error(
-            dir,
-            "no *.safetensors file in this directory".into(),
-        ));
     }
     files.sort();
     Ok(files)

@@ -4,11 +4,24 @@
 //! implies (checked by the loader, guaranteed by the generator), so runners
 //! index it without further checks. [`Qwen3Weights::load`] reads a checkpoint
 //! directory (see [`super::safetensors_loader`]); [`Qwen3Weights::synthetic`]
-//! generates seeded random values (see [`super::synthetic`]).
+//! generates seeded random values (see [`super::synthetic`]). A runner takes
+//! a [`WeightSource`]: host tensors, or a seed from which it generates the
+//! synthetic values where it keeps them (the CUDA runner on the GPU, with no
+//! host copy).
 
 use super::config::{ModelError, Qwen3Config};
 use half::bf16;
 use std::path::Path;
+
+/// Where a runner's weights come from.
+#[derive(Debug, Clone, Copy)]
+pub enum WeightSource<'a> {
+    /// Host tensors: loaded from a checkpoint, or generated.
+    Host(&'a Qwen3Weights),
+    /// The synthetic weights of `seed` ([`super::synthetic`]): bit-identical
+    /// to [`Qwen3Weights::synthetic`] of the same seed, made by the runner.
+    Synthetic { seed: u64 },
+}
 
 /// A bf16 tensor on the host, row-major.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,21 +11,30 @@
 //! (argmax, first index on ties). The logits of the last step stay readable
 //! through [`CpuRunner::last_logits`] for comparisons.
 //!
+//! Construction ([`CpuRunner::with_weights`]) takes host weights or a seed
+//! and a memory budget; a model whose f32 weights and cache exceed the
+//! budget is refused with [`RunnerError::Memory`] before anything is
+//! allocated.
+//!
 //! The model follows Hugging Face's `Qwen3ForCausalLM`: RMSNorm, per-head
 //! q_norm/k_norm before RoPE (rotate_half convention), GQA, SiLU-gated MLP,
 //! final norm, tied or untied LM head.
 
 mod attention;
+mod load;
 mod ops;
 mod paged_kv;
 
-use crate::model::{tensor_specs, HostTensor, Qwen3Config, Qwen3Weights};
+use crate::model::memory::{self, DeviceMemory, KvSettings, Precision};
+use crate::model::{Qwen3Config, Qwen3Weights, WeightSource};
 use crate::runner::{ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
 use attention::TokenContext;
 use candle_core::{Device, Tensor};
+use load::{fused, matrix, widen, Tensors};
 use ops::{device_error, linear, rms_norm_rows, RopeTable};
 use paged_kv::PagedKv;
-use rayon::prelude::*;
+
+pub use load::host_memory;
 
 /// One decoder layer, widened to f32; q/k/v and gate/up fused into one matrix each.
 struct CpuLayer {
@@ -53,28 +62,29 @@ pub struct CpuRunner {
     last_logits: Vec<Vec<f32>>,
 }
 
-fn widen(t: &HostTensor) -> Vec<f32> {
-    t.data.par_iter().map(|v| v.to_f32()).collect()
-}
-
-fn matrix(t: &HostTensor) -> Result<Tensor, RunnerError> {
-    Tensor::from_vec(widen(t), t.shape.as_slice(), &Device::Cpu).map_err(device_error)
-}
-
-fn fused(parts: &[&HostTensor]) -> Result<Tensor, RunnerError> {
-    let parts = parts
-        .iter()
-        .map(|t| matrix(t))
-        .collect::<Result<Vec<_>, _>>()?;
-    Tensor::cat(&parts, 0).map_err(device_error)
-}
-
 impl CpuRunner {
+    /// From host weights, in the host's available memory (`/proc/meminfo`,
+    /// not checked where that cannot be read).
     pub fn new(
         config: Qwen3Config,
         weights: &Qwen3Weights,
         num_kv_blocks: usize,
         block_size: usize,
+    ) -> Result<Self, RunnerError> {
+        let source = WeightSource::Host(weights);
+        Self::with_weights(config, source, num_kv_blocks, block_size, host_memory())
+    }
+
+    /// From `weights`, refusing (before anything is allocated) a model whose
+    /// f32 weights and `num_kv_blocks` cache blocks do not fit in `memory`
+    /// (`None`: no check). Synthetic weights are generated a tensor at a
+    /// time, so no whole bf16 copy exists next to the f32 one.
+    pub fn with_weights(
+        config: Qwen3Config,
+        weights: WeightSource<'_>,
+        num_kv_blocks: usize,
+        block_size: usize,
+        memory: Option<DeviceMemory>,
     ) -> Result<Self, RunnerError> {
         config.validate().map_err(RunnerError::Model)?;
         if num_kv_blocks == 0 || block_size == 0 {
@@ -82,28 +92,53 @@ impl CpuRunner {
                 "KV cache needs at least one block of at least one token (got {num_kv_blocks} blocks of {block_size})"
             )));
         }
-        check_shapes(&config, weights)?;
-        let layers = weights
-            .layers
-            .iter()
-            .map(|l| {
+        if let Some(memory) = memory {
+            let settings = KvSettings {
+                block_size,
+                max_model_len: block_size,
+                num_gpu_blocks: Some(num_kv_blocks),
+                gpu_memory_utilization: 1.0,
+            };
+            memory::plan(&config, &settings, Precision::F32, memory)?;
+        }
+        let tensors = Tensors::new(&config, weights)?;
+        let t = |name: &str| tensors.get(name);
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| {
+                let n = |suffix: &str| format!("model.layers.{i}.{suffix}");
+                let fused_of = |suffixes: &[&str]| {
+                    let parts = suffixes
+                        .iter()
+                        .map(|s| t(&n(s)))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    fused(&parts.iter().map(|p| p.as_ref()).collect::<Vec<_>>())
+                };
                 Ok(CpuLayer {
-                    input_layernorm: widen(&l.input_layernorm),
-                    qkv_proj: fused(&[&l.q_proj, &l.k_proj, &l.v_proj])?,
-                    q_norm: widen(&l.q_norm),
-                    k_norm: widen(&l.k_norm),
-                    o_proj: matrix(&l.o_proj)?,
-                    post_attention_layernorm: widen(&l.post_attention_layernorm),
-                    gate_up_proj: fused(&[&l.gate_proj, &l.up_proj])?,
-                    down_proj: matrix(&l.down_proj)?,
+                    input_layernorm: widen(&*t(&n("input_layernorm.weight"))?),
+                    qkv_proj: fused_of(&[
+                        "self_attn.q_proj.weight",
+                        "self_attn.k_proj.weight",
+                        "self_attn.v_proj.weight",
+                    ])?,
+                    q_norm: widen(&*t(&n("self_attn.q_norm.weight"))?),
+                    k_norm: widen(&*t(&n("self_attn.k_norm.weight"))?),
+                    o_proj: matrix(&*t(&n("self_attn.o_proj.weight"))?)?,
+                    post_attention_layernorm: widen(&*t(&n("post_attention_layernorm.weight"))?),
+                    gate_up_proj: fused_of(&["mlp.gate_proj.weight", "mlp.up_proj.weight"])?,
+                    down_proj: matrix(&*t(&n("mlp.down_proj.weight"))?)?,
                 })
             })
             .collect::<Result<Vec<_>, RunnerError>>()?;
+        let lm_head = if config.tie_word_embeddings {
+            None
+        } else {
+            Some(matrix(&*t("lm_head.weight")?)?)
+        };
         Ok(Self {
-            embed_tokens: matrix(&weights.embed_tokens)?,
+            embed_tokens: matrix(&*t("model.embed_tokens.weight")?)?,
             layers,
-            norm: widen(&weights.norm),
-            lm_head: weights.lm_head.as_ref().map(matrix).transpose()?,
+            norm: widen(&*t("model.norm.weight")?),
+            lm_head,
             rope: RopeTable::new(config.head_dim, config.rope_theta),
             kv: PagedKv::new(
                 config.num_hidden_layers,
@@ -178,28 +213,6 @@ impl CpuRunner {
         }
         Ok(())
     }
-}
-
-/// The weights must have the shapes `config` implies.
-fn check_shapes(config: &Qwen3Config, weights: &Qwen3Weights) -> Result<(), RunnerError> {
-    let specs = tensor_specs(config);
-    let found = weights.named_tensors();
-    if specs.len() != found.len() {
-        return Err(RunnerError::Model(format!(
-            "weights have {} tensors, the config implies {} (layer count or LM head tying differ)",
-            found.len(),
-            specs.len()
-        )));
-    }
-    for ((name, shape), (_, t)) in specs.iter().zip(&found) {
-        if &t.shape != shape || t.data.len() != t.numel() {
-            return Err(RunnerError::Model(format!(
-                "tensor {name}: shape {:?}, config implies {shape:?}",
-                t.shape
-            )));
-        }
-    }
-    Ok(())
 }
 
 impl ModelRunner for CpuRunner {

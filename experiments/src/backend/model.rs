@@ -1,16 +1,17 @@
 //! The model a run uses: a preset shape or a Hugging Face directory.
 //!
-//! Contract: `--model NAME` is a preset (`qwen3-0.6b`, `tiny`) or a directory
-//! with `config.json` and `*.safetensors`. Presets get synthetic weights from
-//! a seed (same values on every backend); directories load their weights.
-//! Sim mode needs only the configuration, so weights are produced on demand.
+//! Contract: `--model NAME` is a preset (engine's [`PRESETS`], the same names
+//! engine-bench and cuda-check take) or a directory with `config.json`.
+//! Presets, and directories without `*.safetensors` files, get synthetic
+//! weights of their shape from a seed (same values on every backend);
+//! directories with them load their weights. The records' model label says
+//! which ([`LoadedModel::weights_label`]). Sim mode needs only the
+//! configuration, so weights are produced on demand.
 
 use super::BackendError;
-use engine::model::{Qwen3Config, Qwen3Weights};
+pub use engine::model::PRESETS;
+use engine::model::{ModelSpec, ModelWeights, Qwen3Config, Qwen3Weights};
 use std::path::{Path, PathBuf};
-
-/// Presets `--model` accepts.
-pub const PRESETS: &[&str] = &["qwen3-0.6b", "tiny"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelChoice {
@@ -52,30 +53,37 @@ impl ModelChoice {
 pub struct LoadedModel {
     pub choice: ModelChoice,
     pub config: Qwen3Config,
+    spec: ModelSpec,
 }
 
 impl LoadedModel {
-    /// Reads the configuration only (preset table or `config.json`).
+    /// Reads the configuration only (preset table or `config.json`), and
+    /// whether a directory holds a checkpoint.
     pub fn config_only(choice: &ModelChoice) -> Result<Self, BackendError> {
         let err = |message: String| BackendError::Model {
             name: choice.name(),
             message,
         };
-        let config = match choice {
-            ModelChoice::Preset(p) => Qwen3Config::preset(p).map_err(|e| err(e.to_string()))?,
-            ModelChoice::Dir(d) => {
-                Qwen3Config::from_json_file(d).map_err(|e| err(e.to_string()))?
-            }
-        };
-        config.validate().map_err(err)?;
+        let spec = match choice {
+            ModelChoice::Preset(p) => ModelSpec::parse(p),
+            ModelChoice::Dir(d) => ModelSpec::from_dir(d),
+        }
+        .map_err(|e| err(e.to_string()))?;
+        spec.config.validate().map_err(err)?;
         Ok(Self {
             choice: choice.clone(),
-            config,
+            config: spec.config.clone(),
+            spec,
         })
     }
 
     pub fn name(&self) -> String {
         self.choice.name()
+    }
+
+    /// Whether the weights are synthetic (a preset, or a directory without safetensors).
+    pub fn is_synthetic(&self) -> bool {
+        self.spec.is_synthetic()
     }
 
     /// Prompt token ids are drawn below this: the model's vocabulary, without
@@ -85,24 +93,76 @@ impl LoadedModel {
         size.min(sim::workload::QWEN3_REGULAR_VOCAB)
     }
 
-    /// Synthetic weights from `seed` (presets) or the directory's safetensors.
+    /// Host weights: synthetic from `seed`, or the directory's safetensors.
     pub fn weights(&self, seed: u64) -> Result<Qwen3Weights, BackendError> {
-        match &self.choice {
-            ModelChoice::Preset(_) => Ok(Qwen3Weights::synthetic(&self.config, seed)),
-            ModelChoice::Dir(d) => {
-                Qwen3Weights::load(d, &self.config).map_err(|e| BackendError::Model {
-                    name: self.name(),
-                    message: e.to_string(),
-                })
-            }
-        }
+        self.spec.host_weights(seed).map_err(|e| self.model_err(e))
     }
 
-    /// The weights' provenance for records: seed for presets.
+    /// The weights as a runner takes them: the seed alone for synthetic ones
+    /// (the CUDA runner generates them on the device), else the loaded
+    /// checkpoint. `ModelWeights::source` gives the runners' `WeightSource`.
+    pub fn runner_weights(&self, seed: u64) -> Result<ModelWeights, BackendError> {
+        self.spec.weights(seed).map_err(|e| self.model_err(e))
+    }
+
+    /// The weights' provenance for records: `NAME (synthetic weights, seed
+    /// N)` or `DIR (safetensors)`.
     pub fn weights_label(&self, seed: u64) -> String {
-        match &self.choice {
-            ModelChoice::Preset(p) => format!("{p} (synthetic weights, seed {seed})"),
-            ModelChoice::Dir(d) => format!("{} (safetensors)", d.display()),
+        self.spec.weights_label(seed)
+    }
+
+    fn model_err(&self, e: engine::model::ModelError) -> BackendError {
+        BackendError::Model {
+            name: self.name(),
+            message: e.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_preset_is_a_choice() {
+        for name in PRESETS {
+            let model = LoadedModel::config_only(&ModelChoice::parse(name).unwrap()).unwrap();
+            assert!(model.is_synthetic());
+            assert_eq!(
+                model.weights_label(3),
+                format!("{name} (synthetic weights, seed 3)")
+            );
+        }
+        let err = ModelChoice::parse("qwen3-72b").unwrap_err().to_string();
+        assert!(err.contains(&PRESETS.join(", ")), "{err}");
+    }
+
+    #[test]
+    fn config_only_directory_gets_synthetic_weights_of_its_shape() {
+        let dir = std::env::temp_dir().join(format!("exp-config-only-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = r#"{"model_type": "qwen3", "vocab_size": 512, "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 32, "rope_theta": 10000,
+            "tie_word_embeddings": true, "max_position_embeddings": 4096}"#;
+        std::fs::write(dir.join("config.json"), config).unwrap();
+        let choice = ModelChoice::parse(&dir.display().to_string()).unwrap();
+        let model = LoadedModel::config_only(&choice).unwrap();
+        assert_eq!(model.config, Qwen3Config::tiny());
+        assert!(model.is_synthetic());
+        assert_eq!(
+            model.weights_label(4),
+            format!("{} (synthetic weights, seed 4)", dir.display())
+        );
+        let w = model.weights(4).unwrap();
+        assert_eq!(
+            w.embed_tokens.data,
+            Qwen3Weights::synthetic(&model.config, 4).embed_tokens.data
+        );
+        assert!(matches!(
+            model.runner_weights(4).unwrap(),
+            ModelWeights::Synthetic { seed: 4 }
+        ));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -209,7 +209,9 @@ fn error_paths() -> bool {
         ),
     ] {
         match CudaRunner::new(&cfg, &w, &rc) {
-            Err(e @ RunnerError::OutOfMemory { .. }) => report(name, true, e.to_string()),
+            Err(e @ (RunnerError::OutOfMemory { .. } | RunnerError::Memory(_))) => {
+                report(name, true, e.to_string())
+            }
             Err(e) => report(
                 name,
                 false,

@@ -31,8 +31,9 @@
 //! `gpu_memory_utilization` leaves room for.
 //!
 //! Failures are errors: no driver or GPU ([`RunnerError::NoDevice`]), NVRTC
-//! failure with its log ([`RunnerError::Compile`]), too little memory for the
-//! KV cache ([`RunnerError::OutOfMemory`]), malformed batches
+//! failure with its log ([`RunnerError::Compile`]), a model that does not fit
+//! the device, checked before anything is allocated ([`RunnerError::Memory`]),
+//! too little memory for the KV cache ([`RunnerError::OutOfMemory`]), malformed batches
 //! ([`RunnerError::BadBatch`]).
 
 mod decode;
@@ -48,11 +49,12 @@ mod meta;
 mod overheads;
 mod selftest;
 mod step;
+mod synthetic;
 mod tuning;
 mod weights;
 
 use crate::config::EngineConfig;
-use crate::model::{Qwen3Config, Qwen3Weights};
+use crate::model::{Qwen3Config, Qwen3Weights, WeightSource};
 use crate::runner::{
     attention_tile_tokens, gemm_padded_rows, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch,
 };
@@ -74,6 +76,7 @@ pub use selftest::{kernel_self_test, KernelCheck};
 pub use tuning::{
     CudaTuning, DECODE_TARGET_WARPS, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
 };
+pub use synthetic::synthetic_weights_self_test;
 
 /// Most splits of one sequence's decode attention.
 const MAX_DECODE_SPLITS: usize = 64;
@@ -195,10 +198,22 @@ fn workspace(
 }
 
 impl CudaRunner {
-    /// Uploads `weights`, compiles the kernels, allocates the workspace and the KV cache.
+    /// Uploads host `weights`: [`Self::with_weights`] with [`WeightSource::Host`].
     pub fn new(
         cfg: &Qwen3Config,
         weights: &Qwen3Weights,
+        rc: &CudaRunnerConfig,
+    ) -> Result<Self, RunnerError> {
+        Self::with_weights(cfg, WeightSource::Host(weights), rc)
+    }
+
+    /// Checks that the model fits the device ([`RunnerError::Memory`] with
+    /// the numbers if not), compiles the kernels, puts the weights on the
+    /// device (uploaded, or generated there for [`WeightSource::Synthetic`]),
+    /// allocates the workspace and the KV cache.
+    pub fn with_weights(
+        cfg: &Qwen3Config,
+        weights: WeightSource<'_>,
         rc: &CudaRunnerConfig,
     ) -> Result<Self, RunnerError> {
         if rc.block_size == 0
@@ -220,6 +235,7 @@ impl CudaRunner {
             )));
         }
         let (ctx, stream) = device::open_device(rc.device_ordinal)?;
+        weights::check_fits(&ctx, cfg, rc)?;
         let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let shape = KernelShape {
             head_dim: cfg.head_dim,
@@ -228,7 +244,7 @@ impl CudaRunner {
         };
         let kernels = Kernels::compile(&ctx, shape)?;
         let gemm = Gemm::new(&ctx, &stream)?;
-        let dw = weights::upload(&ctx, cfg, weights, rc.max_model_len)?;
+        let dw = weights::build(&ctx, &stream, cfg, weights, rc.max_model_len)?;
 
         let max_seqs = rc.max_num_seqs;
         let graph_max = GRAPH_BUCKETS

@@ -1,11 +1,19 @@
 //! Weights on the device: bf16, with the Q/K/V projections and the gate/up
 //! projections concatenated along the output dimension at load, so each is
-//! one GEMM; a cos/sin table for RoPE; and the KV-cache sizing rule.
+//! one GEMM; a cos/sin table for RoPE; the check that the model fits before
+//! anything is allocated; and the KV-cache sizing rule.
+//!
+//! Contract: [`build`] makes the device weights from a [`WeightSource`]:
+//! host tensors are copied in ([`upload`]); synthetic ones are generated on
+//! the device with the same bits (super::synthetic). [`check_fits`] applies
+//! [`crate::model::memory::plan`] to the device's memory.
 
-use super::device::DeviceBuffer;
-use crate::model::{HostTensor, Qwen3Config, Qwen3Weights};
+use super::device::{self, DeviceBuffer};
+use super::CudaRunnerConfig;
+use crate::model::memory::{self, DeviceMemory, KvSettings, MemoryPlan, Precision};
+use crate::model::{HostTensor, Qwen3Config, Qwen3Weights, WeightSource};
 use crate::runner::RunnerError;
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream};
 use half::bf16;
 use std::sync::Arc;
 
@@ -76,6 +84,54 @@ pub(crate) fn rope_table(head_dim: usize, theta: f64, positions: usize) -> (Vec<
         }
     }
     (cos, sin)
+}
+
+impl From<&CudaRunnerConfig> for KvSettings {
+    fn from(rc: &CudaRunnerConfig) -> Self {
+        Self {
+            block_size: rc.block_size,
+            max_model_len: rc.max_model_len,
+            num_gpu_blocks: rc.num_gpu_blocks,
+            gpu_memory_utilization: rc.gpu_memory_utilization,
+        }
+    }
+}
+
+/// The memory plan of `cfg` on the device as it is now (`cuMemGetInfo`):
+/// an error with the numbers when the weights and one request's KV cache
+/// cannot fit. Called before the runner allocates anything.
+pub(crate) fn check_fits(
+    ctx: &Arc<CudaContext>,
+    cfg: &Qwen3Config,
+    rc: &CudaRunnerConfig,
+) -> Result<MemoryPlan, RunnerError> {
+    let (free, total) = device::mem_info(ctx)?;
+    let memory = DeviceMemory {
+        total_bytes: total as u64,
+        free_bytes: free as u64,
+    };
+    Ok(memory::plan(
+        cfg,
+        &KvSettings::from(rc),
+        Precision::BF16,
+        memory,
+    )?)
+}
+
+/// The device weights of `source`, with a RoPE table of `rope_positions` rows.
+pub(crate) fn build(
+    ctx: &Arc<CudaContext>,
+    stream: &CudaStream,
+    cfg: &Qwen3Config,
+    source: WeightSource<'_>,
+    rope_positions: usize,
+) -> Result<DeviceWeights, RunnerError> {
+    match source {
+        WeightSource::Host(w) => upload(ctx, cfg, w, rope_positions),
+        WeightSource::Synthetic { seed } => {
+            super::synthetic::generate(ctx, stream, cfg, seed, rope_positions)
+        }
+    }
 }
 
 pub(crate) fn upload(
@@ -212,6 +268,25 @@ mod tests {
             }) => {}
             other => panic!("expected OutOfMemory, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn plan_settings_come_from_the_runner_config() {
+        let rc = CudaRunnerConfig::from(&crate::EngineConfig {
+            num_gpu_blocks: Some(77),
+            max_model_len: 1000,
+            ..crate::EngineConfig::default()
+        });
+        let s = KvSettings::from(&rc);
+        assert_eq!(
+            (
+                s.block_size,
+                s.max_model_len,
+                s.num_gpu_blocks,
+                s.gpu_memory_utilization
+            ),
+            (16, 1000, Some(77), 0.9)
+        );
     }
 
     #[test]
