@@ -14,6 +14,10 @@
 //!
 //! [`BatchShape`] is the batch's composition without token values: what cost
 //! models and step records need.
+//!
+//! `&mut R` and `Box<R>` are runners whenever `R` is (`R` may be
+//! `dyn ModelRunner`), so an engine can borrow a runner that outlives it, or
+//! own one picked at run time, without a forwarding type.
 
 use crate::request::RequestId;
 use serde::{Deserialize, Serialize};
@@ -185,6 +189,28 @@ pub trait ModelRunner {
     /// Blocks of `block_size` tokens in this runner's KV cache, null block included.
     fn num_kv_blocks(&self) -> usize;
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError>;
+}
+
+/// A borrowed runner serves an engine while its owner keeps it (weights and
+/// KV cache outlive the engine, so the next engine can reuse them).
+impl<R: ModelRunner + ?Sized> ModelRunner for &mut R {
+    fn num_kv_blocks(&self) -> usize {
+        (**self).num_kv_blocks()
+    }
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        (**self).execute(batch)
+    }
+}
+
+/// A boxed runner, `Box<dyn ModelRunner>` included: the runner kind can be
+/// chosen at run time without a wrapper type.
+impl<R: ModelRunner + ?Sized> ModelRunner for Box<R> {
+    fn num_kv_blocks(&self) -> usize {
+        (**self).num_kv_blocks()
+    }
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        (**self).execute(batch)
+    }
 }
 
 #[cfg(test)]
