@@ -1,4 +1,4 @@
-//! `exp plan` (issue 6): files and columns, both cost paths (transferred
+//! `exp plan`: files and columns, both cost paths (transferred
 //! profile and roofline fallback), KV capacity, unmeetable SLOs, bad input.
 //! Request counts are kept small through `--set` so the suite stays fast.
 

@@ -1,4 +1,4 @@
-//! `exp plan`: capacity planning for a GPU nobody measured (issue 6).
+//! `exp plan`: capacity planning for a GPU nobody measured.
 //!
 //! Contract: given target GPUs (datasheet names, `all`, or `--gpu-file`), a
 //! model, a workload and latency targets, `exp plan` predicts per GPU the
