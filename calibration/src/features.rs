@@ -77,18 +77,19 @@ pub fn features(shape: &BatchShape, model: &ModelShape) -> [f64; NUM_FEATURES] {
     if shape.seqs.is_empty() {
         return f;
     }
-    if shape.is_decode_only() {
+    let counts = shape.counts();
+    if counts.is_decode_only() {
         f[0] = 1.0;
     } else {
         f[1] = 1.0;
     }
     hat_weights(
-        shape.num_tokens() as f64,
+        counts.tokens as f64,
         &DENSE_KNOTS,
         &mut f[DENSE_START..LM_START],
     );
     hat_weights(
-        shape.num_sampled() as f64,
+        counts.sampled as f64,
         &LM_KNOTS,
         &mut f[LM_START..DECODE_KV],
     );

@@ -6,7 +6,10 @@
 //! It implements `sim::CostModel`; prediction is the dot product of the step's
 //! features with the coefficients. The measured GPU's datasheet entry travels
 //! with the profile so it can be transferred to another GPU
-//! ([`crate::transfer`]).
+//! ([`crate::transfer`]). [`CostProfile::load`] reads a file and
+//! [`CostProfile::from_ron`] parses text already in memory (a profile embedded
+//! in a binary); both check every coefficient, and their errors start with
+//! the file's path or the name the caller gives.
 
 use crate::features::{
     features, DECODE_KV, DECODE_SEQ, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES,
@@ -148,19 +151,26 @@ impl CostProfile {
         c
     }
 
+    /// Reads and checks the profile in the RON file `path`.
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ProfileError::Io {
             path: shown.clone(),
             message: e.to_string(),
         })?;
-        let profile: Self = ron::from_str(&text).map_err(|e| ProfileError::Parse {
-            path: shown.clone(),
+        Self::from_ron(&text, &shown)
+    }
+
+    /// Parses and checks a profile from RON `text` (a file's contents, or a
+    /// profile embedded in a binary); errors name it `origin`.
+    pub fn from_ron(text: &str, origin: &str) -> Result<Self, ProfileError> {
+        let profile: Self = ron::from_str(text).map_err(|e| ProfileError::Parse {
+            path: origin.into(),
             line: e.position.line,
             column: e.position.col,
             message: e.code.to_string(),
         })?;
-        profile.check(&shown)?;
+        profile.check(origin)?;
         Ok(profile)
     }
 
@@ -231,5 +241,47 @@ impl CostModel for CostProfile {
         let f = features(batch, &self.model);
         let c = self.coefficients();
         f.iter().zip(&c).map(|(a, b)| a * b).sum::<f64>().max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile() -> CostProfile {
+        let provenance = Provenance {
+            device: "test".into(),
+            model: "qwen3-0.6b".into(),
+            engine_commit: "x".into(),
+            date: "2026-01-01".into(),
+            method: "measured".into(),
+            samples: 0,
+            holdout_error_pct_median: 1.0,
+            holdout_error_pct_p90: 2.0,
+        };
+        let gpu = crate::datasheet::lookup("h200-sxm").unwrap();
+        CostProfile::from_coefficients(
+            &[1e-5; NUM_FEATURES],
+            gpu,
+            ModelShape::qwen3_0_6b(),
+            provenance,
+        )
+    }
+
+    #[test]
+    fn text_in_memory_parses_like_a_file_and_errors_name_its_origin() {
+        let p = profile();
+        let text = ron::ser::to_string_pretty(&p, ron::ser::PrettyConfig::default()).unwrap();
+        assert_eq!(CostProfile::from_ron(&text, "embedded:p.ron").unwrap(), p);
+        let err = CostProfile::from_ron("(provenance: oops", "embedded:p.ron").unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.starts_with("embedded:p.ron: line 1"), "{shown}");
+        let negative = text.replacen("prefill_s_per_seq: ", "prefill_s_per_seq: -", 1);
+        let err = CostProfile::from_ron(&negative, "embedded:p.ron").unwrap_err();
+        assert!(
+            matches!(&err, ProfileError::BadValue { path, field, .. }
+                if path == "embedded:p.ron" && field == "prefill_s_per_seq"),
+            "{err}"
+        );
     }
 }

@@ -61,10 +61,11 @@ pub fn samples_from_csv(text: &str, grid: &Grid) -> Result<Vec<Sample>, SamplesC
         .enumerate()
         .map(|(i, (r, shape))| {
             let field = |c: usize| r.get(c).copied().unwrap_or("");
+            let counts = shape.counts();
             for (what, c, expected) in [
-                ("seqs", seqs, shape.seqs.len()),
-                ("tokens", tokens, shape.num_tokens()),
-                ("sampled", sampled, shape.num_sampled()),
+                ("seqs", seqs, counts.seqs),
+                ("tokens", tokens, counts.tokens),
+                ("sampled", sampled, counts.sampled),
             ] {
                 if field(c).parse::<usize>().ok() != Some(expected) {
                     return Err(SamplesCsvError::ShapeMismatch {

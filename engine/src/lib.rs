@@ -27,5 +27,5 @@ pub use core::{EngineCore, EngineError, StepOutcome};
 pub use request::{FinishReason, Request, RequestError, RequestId};
 pub use runner::{
     attention_tile_tokens, gemm_padded_rows, short_chunk_on_decode_path, BatchShape, ModelRunner,
-    RunnerError, RunnerOutput, ScheduledBatch, ScheduledSeq, SeqShape,
+    RunnerError, RunnerOutput, ScheduledBatch, ScheduledSeq, SeqShape, StepCounts,
 };

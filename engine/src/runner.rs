@@ -14,6 +14,10 @@
 //!
 //! [`BatchShape`] is the batch's composition without token values: what cost
 //! models and step records need.
+//!
+//! `&mut R` and `Box<R>` are runners whenever `R` is (`R` may be
+//! `dyn ModelRunner`), so an engine can borrow a runner that outlives it, or
+//! own one picked at run time, without a forwarding type.
 
 use crate::request::RequestId;
 use serde::{Deserialize, Serialize};
@@ -121,28 +125,77 @@ pub struct BatchShape {
     pub seqs: Vec<SeqShape>,
 }
 
+/// Every count of one step's batch, from one pass over its sequences
+/// ([`BatchShape::counts`]). A sequence is a decode by
+/// [`SeqShape::is_decode`]; any other (a prompt chunk, a recompute after
+/// preemption) is a prefill.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepCounts {
+    /// Sequences in the batch.
+    pub seqs: usize,
+    /// New tokens computed: the step's scheduled tokens.
+    pub tokens: usize,
+    pub decode_seqs: usize,
+    pub prefill_seqs: usize,
+    /// New tokens of the prefill sequences.
+    pub prefill_tokens: usize,
+    /// Sequences that sample a token.
+    pub sampled: usize,
+    /// Context after the step (`context_before + new_tokens`), summed over
+    /// the sequences: the keys attention reads.
+    pub context_tokens: usize,
+    /// The longest context after the step.
+    pub max_context: usize,
+}
+
+impl StepCounts {
+    /// A non-empty batch of decodes only.
+    pub fn is_decode_only(&self) -> bool {
+        self.seqs > 0 && self.prefill_seqs == 0
+    }
+}
+
 impl BatchShape {
+    /// All of the step's counts in one pass; the accessors below are each
+    /// one of them, for callers that need only that one.
+    pub fn counts(&self) -> StepCounts {
+        let mut c = StepCounts {
+            seqs: self.seqs.len(),
+            ..StepCounts::default()
+        };
+        for s in &self.seqs {
+            let new = s.new_tokens as usize;
+            let context = s.context_before as usize + new;
+            c.tokens += new;
+            c.context_tokens += context;
+            c.max_context = c.max_context.max(context);
+            c.sampled += usize::from(s.samples);
+            if s.is_decode() {
+                c.decode_seqs += 1;
+            } else {
+                c.prefill_seqs += 1;
+                c.prefill_tokens += new;
+            }
+        }
+        c
+    }
     pub fn num_tokens(&self) -> usize {
-        self.seqs.iter().map(|s| s.new_tokens as usize).sum()
+        self.counts().tokens
     }
     pub fn num_decodes(&self) -> usize {
-        self.seqs.iter().filter(|s| s.is_decode()).count()
+        self.counts().decode_seqs
     }
     pub fn num_prefills(&self) -> usize {
-        self.seqs.len() - self.num_decodes()
+        self.counts().prefill_seqs
     }
     pub fn prefill_tokens(&self) -> usize {
-        self.seqs
-            .iter()
-            .filter(|s| !s.is_decode())
-            .map(|s| s.new_tokens as usize)
-            .sum()
+        self.counts().prefill_tokens
     }
     pub fn num_sampled(&self) -> usize {
-        self.seqs.iter().filter(|s| s.samples).count()
+        self.counts().sampled
     }
     pub fn is_decode_only(&self) -> bool {
-        !self.seqs.is_empty() && self.seqs.iter().all(|s| s.is_decode())
+        self.counts().is_decode_only()
     }
 }
 
@@ -197,9 +250,79 @@ pub trait ModelRunner {
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError>;
 }
 
+/// A borrowed runner serves an engine while its owner keeps it (weights and
+/// KV cache outlive the engine, so the next engine can reuse them).
+impl<R: ModelRunner + ?Sized> ModelRunner for &mut R {
+    fn num_kv_blocks(&self) -> usize {
+        (**self).num_kv_blocks()
+    }
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        (**self).execute(batch)
+    }
+}
+
+/// A boxed runner, `Box<dyn ModelRunner>` included: the runner kind can be
+/// chosen at run time without a wrapper type.
+impl<R: ModelRunner + ?Sized> ModelRunner for Box<R> {
+    fn num_kv_blocks(&self) -> usize {
+        (**self).num_kv_blocks()
+    }
+    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
+        (**self).execute(batch)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::gemm_padded_rows;
+    use super::{gemm_padded_rows, BatchShape, SeqShape, StepCounts};
+
+    fn seq(new_tokens: u32, context_before: u32, samples: bool) -> SeqShape {
+        SeqShape {
+            new_tokens,
+            context_before,
+            samples,
+        }
+    }
+
+    #[test]
+    fn counts_split_decodes_from_prefills_in_one_pass() {
+        let shape = BatchShape {
+            seqs: vec![
+                seq(1, 40, true),   // decode
+                seq(1, 9, true),    // decode
+                seq(100, 0, false), // prompt chunk that does not reach the end
+                seq(1, 0, true),    // one-token prompt: no context, so a prefill
+                seq(30, 500, true), // last chunk of a long prompt
+                seq(1, 12, false),  // one token that does not sample: a prefill
+            ],
+        };
+        let c = shape.counts();
+        assert_eq!(
+            c,
+            StepCounts {
+                seqs: 6,
+                tokens: 134,
+                decode_seqs: 2,
+                prefill_seqs: 4,
+                prefill_tokens: 132,
+                sampled: 4,
+                context_tokens: 41 + 10 + 100 + 1 + 530 + 13,
+                max_context: 530,
+            }
+        );
+        assert!(!c.is_decode_only());
+        assert_eq!(shape.num_tokens(), c.tokens);
+        assert_eq!(shape.num_decodes() + shape.num_prefills(), c.seqs);
+        assert_eq!(shape.prefill_tokens(), c.prefill_tokens);
+        assert_eq!(shape.num_sampled(), c.sampled);
+        let decodes = BatchShape {
+            seqs: shape.seqs[..2].to_vec(),
+        };
+        assert!(decodes.counts().is_decode_only() && decodes.is_decode_only());
+        let empty = BatchShape::default().counts();
+        assert_eq!(empty, StepCounts::default());
+        assert!(!empty.is_decode_only(), "an empty step is no decode step");
+    }
 
     #[test]
     fn gemm_padded_rows_fall_into_few_classes_and_never_shrink() {

@@ -4,24 +4,24 @@
 //! `sim::RunRecords`. Every backend drives the same `sim` event loop with the
 //! same `engine::EngineCore`; only the clock and the model runner differ:
 //! [`SimBackend`] uses the virtual clock and `sim::SimRunner` priced by a cost
-//! model ([`cost`]: calibrated profile, shipped profile or datasheet
-//! roofline); [`RealBackend`] uses the wall clock and a CPU or CUDA runner that
-//! is built once per process and reused by every condition it can serve.
+//! model ([`cost`]: calibrated profile, a profile built into `exp`
+//! ([`shipped`]) or datasheet roofline); [`RealBackend`] uses the wall clock
+//! and a CPU or CUDA runner that is built once per process and reused by
+//! every condition it can serve.
 //! Experiments never see which backend ran them.
 
 pub mod cost;
 pub mod model;
 mod real;
 pub mod runner;
+pub mod shipped;
 mod sim_backend;
 
-pub use cost::{
-    cost_for, shipped_profiles_dir, CostBasis, CostSource, ProfileLookup, ResolvedCost,
-    SHIPPED_PROFILES,
-};
+pub use cost::{cost_for, CostBasis, CostSource, ProfileLookup, ResolvedCost};
 pub use model::{LoadedModel, ModelChoice};
 pub use real::RealBackend;
 pub use runner::{RunnerKind, RunnerLimits};
+pub use shipped::{ShippedProfile, SHIPPED};
 pub use sim_backend::SimBackend;
 
 use crate::script::Script;

@@ -178,15 +178,15 @@ pub fn samples_table(samples: &[Sample], profile: &CostProfile) -> Table {
         let held = ok && usable % HOLDOUT_EVERY == HOLDOUT_EVERY - 1;
         usable += usize::from(ok);
         let predicted = profile.step_seconds(&s.shape);
-        let max_context = s.shape.seqs.iter().map(|q| q.context_before + q.new_tokens);
+        let c = s.shape.counts();
         t.push(vec![
             Cell::int(i),
-            Cell::int(s.shape.seqs.len()),
-            Cell::int(s.shape.num_decodes()),
-            Cell::int(s.shape.prefill_tokens()),
-            Cell::int(s.shape.num_tokens()),
-            Cell::int(s.shape.num_sampled()),
-            Cell::int(max_context.max().unwrap_or(0) as usize),
+            Cell::int(c.seqs),
+            Cell::int(c.decode_seqs),
+            Cell::int(c.prefill_tokens),
+            Cell::int(c.tokens),
+            Cell::int(c.sampled),
+            Cell::int(c.max_context),
             Cell::num(Some(s.seconds * 1e3)),
             Cell::num(Some(predicted * 1e3)),
             Cell::num(ok.then(|| relative_error_pct(predicted, s.seconds))),

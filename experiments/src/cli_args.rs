@@ -3,11 +3,13 @@
 //! Contract: `--backend cpu|cuda` (default: cuda when built with
 //! `--features cuda`, else cpu), `--model PRESET|DIR` (default
 //! `qwen3-0.6b`), `--weights-seed N` (synthetic weights of presets),
-//! `--gpu NAME` and `--profile FILE.ron` pick the sim cost model (see
-//! `backend::cost`): a profile is used as measured, or transferred to `--gpu`
-//! when both are given; without a profile a shipped profile of the model's
-//! shape applies (the H200 one for Qwen3-0.6B's shape), moved to `--gpu`,
-//! else the roofline.
+//! `--gpu NAME`, `--profile FILE.ron` and `--profiles-dir DIR` pick the sim
+//! cost model (see `backend::cost`): a profile is used as measured, or
+//! transferred to `--gpu` when both are given; without a profile the first
+//! profile of the model's shape among those built into `exp` (the H200 one
+//! for Qwen3-0.6B's shape), or in `--profiles-dir` instead, applies, moved to
+//! `--gpu`, else the roofline. `--profile` wins over `--profiles-dir`, as in
+//! `exp plan`.
 
 use crate::backend::{BackendError, BackendSpec, CostSource, ModelChoice, RunnerKind};
 use crate::backend::{DEFAULT_GPU, DEFAULT_MODEL};
@@ -29,14 +31,19 @@ pub struct CostArgs {
     /// Calibrated cost profile (RON) as the sim cost model.
     #[arg(long)]
     pub profile: Option<PathBuf>,
+    /// Folder of profiles searched instead of the ones built into exp (ignored with --profile).
+    #[arg(long)]
+    pub profiles_dir: Option<PathBuf>,
 }
 
 impl CostArgs {
     pub fn source(&self) -> CostSource {
-        match (&self.profile, &self.gpu) {
-            (Some(p), Some(g)) => CostSource::ProfileOn(p.clone(), g.clone()),
-            (Some(p), None) => CostSource::Profile(p.clone()),
-            (None, g) => CostSource::Default(g.clone().unwrap_or_else(|| DEFAULT_GPU.into())),
+        let gpu = || self.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into());
+        match (&self.profile, &self.gpu, &self.profiles_dir) {
+            (Some(p), Some(g), _) => CostSource::ProfileOn(p.clone(), g.clone()),
+            (Some(p), None, _) => CostSource::Profile(p.clone()),
+            (None, _, Some(dir)) => CostSource::Folder(dir.clone(), gpu()),
+            (None, _, None) => CostSource::Default(gpu()),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! at the model's EOS token unless `--ignore-eos`, and reports TTFT and the
 //! mean inter-token latency measured on the wall clock.
 
-use crate::backend::runner::{build, Lent};
+use crate::backend::runner::build;
 use crate::backend::{LoadedModel, ModelChoice, RunnerLimits};
 use crate::cli_args::RunnerArgs;
 use anyhow::{anyhow, bail, Context};
@@ -95,14 +95,14 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
     engine_config.validate()?;
     let weights = model.weights(args.runner.weights_seed)?;
     let kind = args.runner.kind();
-    let mut runner = build(
+    let runner = build(
         kind,
         &model.config,
         &weights,
         &RunnerLimits::for_engine(&engine_config),
     )?;
     let device = runner.device_name();
-    let mut core = EngineCore::new(engine_config, Lent(&mut runner))?;
+    let mut core = EngineCore::new(engine_config, runner)?;
     let mut request = Request::new(0, prompt.clone(), args.max_tokens);
     request.ignore_eos = args.ignore_eos;
     request.eos_token_id = model.config.eos_token_id;

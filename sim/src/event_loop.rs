@@ -273,19 +273,7 @@ impl LoopState {
         shape: engine::BatchShape,
         kv_blocks_used: usize,
     ) {
-        let (mut context_tokens, mut max_context) = (0, 0);
-        let (mut prefill_seqs, mut prefill_tokens, mut scheduled_tokens) = (0, 0, 0);
-        for s in &shape.seqs {
-            let context = (s.context_before + s.new_tokens) as usize;
-            context_tokens += context;
-            max_context = max_context.max(context);
-            scheduled_tokens += s.new_tokens as usize;
-            if !s.is_decode() {
-                prefill_seqs += 1;
-                prefill_tokens += s.new_tokens as usize;
-            }
-        }
-        let decode_seqs = shape.seqs.len() - prefill_seqs;
+        let counts = shape.counts();
         let shape = if self.options.record_step_shapes {
             shape
         } else {
@@ -295,12 +283,12 @@ impl LoopState {
             engine,
             start_s: start,
             duration_s: end - start,
-            scheduled_tokens,
-            prefill_seqs,
-            decode_seqs,
-            prefill_tokens,
-            context_tokens,
-            max_context,
+            scheduled_tokens: counts.tokens,
+            prefill_seqs: counts.prefill_seqs,
+            decode_seqs: counts.decode_seqs,
+            prefill_tokens: counts.prefill_tokens,
+            context_tokens: counts.context_tokens,
+            max_context: counts.max_context,
             kv_blocks_used,
             shape,
         });

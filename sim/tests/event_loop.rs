@@ -125,6 +125,28 @@ fn an_arrival_during_a_step_joins_the_next_step() {
     let second = &records.steps[1];
     assert_eq!(second.start_s, first.start_s + first.duration_s);
     assert_eq!((second.prefill_seqs, second.decode_seqs), (1, 1));
+    // The second step's counts: request 0's decode after its 2,000-token
+    // prompt, and request 1's whole 32-token prompt.
+    assert_eq!(
+        (
+            second.scheduled_tokens,
+            second.prefill_tokens,
+            second.context_tokens,
+            second.max_context
+        ),
+        (33, 32, 2001 + 32, 2001)
+    );
+    for s in &records.steps {
+        let c = s.shape.counts();
+        assert_eq!(
+            (s.scheduled_tokens, s.prefill_seqs, s.decode_seqs),
+            (c.tokens, c.prefill_seqs, c.decode_seqs)
+        );
+        assert_eq!(
+            (s.context_tokens, s.max_context),
+            (c.context_tokens, c.max_context)
+        );
+    }
     let late = records.request(1).unwrap();
     assert_eq!(late.token_times_s[0], second.start_s + second.duration_s);
     assert_eq!(late.arrival_s, 1e-5);

@@ -22,10 +22,15 @@
 //!   pass, so a request admitted later in the same step can hit them.
 //! - Hit counters count prompt tokens of first admissions and their cached
 //!   tokens; re-admissions of preempted requests are not counted.
+//!
+//! What it produces ([`StepPlan`], [`StepOutcome`]) lives in [`output`], which
+//! depends on nothing above the scheduler.
 
+pub mod output;
 mod state;
 mod update;
 
+pub use output::{PlannedSeq, StepOutcome, StepPlan};
 use state::RequestSlab;
 pub use state::RequestState;
 
@@ -34,37 +39,6 @@ use crate::kv_cache::{BlockId, KvCacheManager, SeqBlocks};
 use crate::request::{FinishReason, Request, RequestError, RequestId, RequestStatus};
 use crate::runner::{ScheduledBatch, ScheduledSeq};
 use std::collections::VecDeque;
-
-/// One sequence's share of the planned step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlannedSeq {
-    pub slot: u32,
-    pub num_new_tokens: usize,
-    /// The step computes the request's last known token, so it samples.
-    pub samples: bool,
-}
-
-/// What [`Scheduler::schedule`] decided; buffers are reused across steps.
-#[derive(Debug, Default)]
-pub struct StepPlan {
-    pub seqs: Vec<PlannedSeq>,
-    pub num_tokens: usize,
-    pub preempted: Vec<RequestId>,
-    /// First admissions, with their cached prompt tokens.
-    pub admitted: Vec<(RequestId, usize)>,
-    /// Re-admissions of preempted requests, with their cached tokens.
-    pub readmitted: Vec<(RequestId, usize)>,
-}
-
-impl StepPlan {
-    fn clear(&mut self) {
-        self.seqs.clear();
-        self.num_tokens = 0;
-        self.preempted.clear();
-        self.admitted.clear();
-        self.readmitted.clear();
-    }
-}
 
 /// The waiting and running queues, every unfinished request's state and the
 /// KV-cache manager; `EngineCore` drives it once per step.

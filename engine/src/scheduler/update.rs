@@ -1,8 +1,7 @@
 //! Applying a step's results: computed tokens advance, sampled tokens are
 //! appended, finished requests release their blocks.
 
-use super::Scheduler;
-use crate::core::StepOutcome;
+use super::{Scheduler, StepOutcome};
 use crate::request::{FinishReason, RequestStatus};
 use crate::runner::RunnerError;
 

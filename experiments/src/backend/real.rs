@@ -1,6 +1,6 @@
 //! Real mode: wall clock and a CPU or CUDA runner, one condition at a time.
 
-use super::runner::{self, AnyRunner, Lent, RunnerKind, RunnerLimits};
+use super::runner::{self, AnyRunner, RunnerKind, RunnerLimits};
 use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
 use crate::script::{Script, ScriptWorkload};
 use engine::model::Qwen3Weights;
@@ -117,7 +117,7 @@ impl Backend for RealBackend {
             .as_mut()
             .ok_or_else(|| BackendError::RunnerLost("no runner after rebuilding".into()))?;
         let result = {
-            let mut engines = vec![EngineCore::new(engine.clone(), Lent(&mut built.runner))?];
+            let mut engines = vec![EngineCore::new(engine.clone(), &mut built.runner)?];
             let mut workload = ScriptWorkload::new(script.clone());
             let mut clock = WallClock::new();
             sim::run(&mut engines, &mut clock, &mut workload)

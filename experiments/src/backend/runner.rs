@@ -4,9 +4,10 @@
 //! Contract: [`build`] makes a CPU or CUDA runner for [`RunnerLimits`] and
 //! warms it up (CUDA: see [`warm_up`]; every CUDA graph is captured before
 //! anything is measured). A runner serves any engine whose settings its limits
-//! [cover](RunnerLimits::covers); engines borrow it through [`Lent`], so its
-//! weights and KV cache outlive each condition's `EngineCore` (stale KV
-//! contents are never read: a fresh engine's prefix cache is empty).
+//! [cover](RunnerLimits::covers); each condition's `EngineCore` borrows it
+//! (`EngineCore<&mut AnyRunner>`), so its weights and KV cache outlive the
+//! engine (stale KV contents are never read: a fresh engine's prefix cache is
+//! empty).
 
 use super::BackendError;
 use calibration::measure::time_shape;
@@ -142,18 +143,6 @@ impl ModelRunner for AnyRunner {
             #[cfg(feature = "cuda")]
             Self::Cuda(r) => r.execute(batch),
         }
-    }
-}
-
-/// A runner lent to one `EngineCore` for one condition.
-pub struct Lent<'a>(pub &'a mut AnyRunner);
-
-impl ModelRunner for Lent<'_> {
-    fn num_kv_blocks(&self) -> usize {
-        self.0.num_kv_blocks()
-    }
-    fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
-        self.0.execute(batch)
     }
 }
 

@@ -3,6 +3,9 @@
 //! Contract: every user input (GPU names or file, model, profile, workload,
 //! SLO, `--set` and `--cb-set` settings) is read and validated here, so bad
 //! input fails at once naming the problem instead of after a long search.
+//! The profile comes from `--profile FILE`, else the first of the model's
+//! shape in `--profiles-dir DIR`, else the first built into `exp`
+//! ([`crate::backend::shipped`]), else none (the roofline).
 
 use super::error::PlanError;
 use super::gpus;
@@ -10,9 +13,7 @@ use super::search::SearchMethod;
 use super::slo::Slo;
 use super::workload::PlanWorkload;
 use super::PlanArgs;
-use crate::backend::{
-    cost_for, shipped_profiles_dir, CostBasis, LoadedModel, ModelChoice, ProfileLookup, SimBackend,
-};
+use crate::backend::{cost_for, CostBasis, LoadedModel, ModelChoice, ProfileLookup, SimBackend};
 use crate::catalogue;
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use engine::EngineConfig;
@@ -66,8 +67,9 @@ pub struct PlanInputs {
     pub workload: PlanWorkload,
     /// cb_sweep's settings: its defaults, the plan's engine options, `--cb-set`.
     pub cb_settings: Settings,
-    /// `Some(path)` when a calibrated profile prices the steps.
-    pub profile: Option<PathBuf>,
+    /// The calibrated profile pricing the steps, when one does: its path,
+    /// or `shipped:<file name>` for one built into `exp`.
+    pub profile: Option<String>,
     pub out: PathBuf,
     pub quiet: bool,
 }
@@ -139,7 +141,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
     let lookup = match (&args.profile, &args.profiles_dir) {
         (Some(file), _) => ProfileLookup::File(file.clone()),
         (None, Some(dir)) => ProfileLookup::Folder(dir.clone()),
-        (None, None) => ProfileLookup::Folder(shipped_profiles_dir()),
+        (None, None) => ProfileLookup::Shipped,
     };
     let targets = gpus
         .iter()
@@ -153,7 +155,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         .collect::<Result<Vec<_>, PlanError>>()?;
     // The lookup finds one profile for the model (or none) for every GPU.
     let profile = targets.iter().find_map(|t| match &t.cost().basis {
-        CostBasis::Profile { path, .. } => Some(path.clone()),
+        CostBasis::Profile { source, .. } => Some(source.clone()),
         CostBasis::Roofline => None,
     });
     Ok(PlanInputs {

@@ -1,4 +1,4 @@
-//! `exp plan`: capacity planning for a GPU nobody measured (issue 6).
+//! `exp plan`: capacity planning for a GPU nobody measured.
 //!
 //! Contract: given target GPUs (datasheet names, `all`, or `--gpu-file`), a
 //! model, a workload and latency targets, `exp plan` predicts per GPU the
@@ -7,10 +7,10 @@
 //! cb_sweep experiment there. Every GPU runs on the crate's
 //! [`crate::backend::SimBackend`] with the cost model
 //! [`crate::backend::cost_for`] gives: a calibrated profile of the model's
-//! shape (`--profile`, else the shipped ones) transferred to the GPU, else
-//! sim's datasheet roofline; the output says which, measured on which GPU
-//! ([`output::assumptions_text`]). Writes under
-//! `--out DIR`:
+//! shape (`--profile`, else `--profiles-dir`'s, else those built into
+//! `exp`) transferred to the GPU, else sim's datasheet roofline; the output
+//! says which, measured on which GPU ([`output::assumptions_text`]). Writes
+//! under `--out DIR`:
 //! - `plan.csv` (one row per GPU, [`output::PLAN_COLUMNS`]),
 //!   `plan_search.csv` (every setting searched, with the reason a setting
 //!   reached 0), `plan_curve.csv` and the figures `plan_ttft_p99` /
@@ -56,10 +56,10 @@ pub struct PlanArgs {
     /// Model preset (qwen3-0.6b, tiny) or Hugging Face directory (only config.json is read).
     #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
-    /// Calibrated cost profile to transfer (default: the first shipped one of the model's shape, if any).
+    /// Calibrated cost profile to transfer (default: the first one built into exp of the model's shape, if any).
     #[arg(long)]
     pub profile: Option<PathBuf>,
-    /// Folder searched instead of the shipped profiles (calibration/profiles/).
+    /// Folder of profiles searched instead of the ones built into exp (ignored with --profile).
     #[arg(long)]
     pub profiles_dir: Option<PathBuf>,
     /// Workload: .ron description or .csv/.jsonl trace (default: Poisson, 512-token prompts, 128 outputs).

@@ -191,8 +191,8 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
         let d = sim::RooflineEfficiencies::default();
         let _ = writeln!(
             s,
-            "\nNo calibrated profile for this model's shape (give --profile FILE, or ship one in \
-             calibration/profiles/): steps are priced by the datasheet roofline (sim's \
+            "\nNo calibrated profile for this model's shape (give --profile FILE or \
+             --profiles-dir DIR): steps are priced by the datasheet roofline (sim's \
              RooflineModel) with its default efficiencies ({:.0} us per step; linear layers at {} of peak bandwidth and \
              {} of peak FLOP/s); treat the numbers as a first estimate.",
             d.step_overhead_s * 1e6,
@@ -262,7 +262,7 @@ struct Meta<'a> {
     workload: String,
     method: &'a SearchMethod,
     decode_context_tokens: usize,
-    profile: Option<&'a PathBuf>,
+    profile: Option<&'a String>,
     gpus: Vec<GpuMeta<'a>>,
     commit: String,
     date_utc: String,

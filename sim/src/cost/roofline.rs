@@ -117,21 +117,20 @@ impl RooflineModel {
         let kv_per_token = m.kv_bytes_per_token() as f64;
         let attn_flops_per_pair = 4.0 * (m.num_q_heads * m.head_dim) as f64 * m.num_layers as f64;
 
-        let mut tokens = 0.0;
-        let mut sampled = 0.0;
-        let mut kv_tokens = 0.0;
+        let counts = batch.counts();
+        let tokens = counts.tokens as f64;
+        let sampled = counts.sampled as f64;
+        // Every sequence's context, new tokens included, is read once.
+        let kv_tokens = counts.context_tokens as f64;
         // new * (context + new / 2): query-key pairs under the causal mask.
-        let mut attn_pairs = 0.0;
-        for s in &batch.seqs {
-            let new = s.new_tokens as f64;
-            let ctx = s.context_before as f64;
-            tokens += new;
-            kv_tokens += ctx + new;
-            attn_pairs += new * (ctx + new / 2.0);
-            if s.samples {
-                sampled += 1.0;
-            }
-        }
+        let attn_pairs: f64 = batch
+            .seqs
+            .iter()
+            .map(|s| {
+                let new = s.new_tokens as f64;
+                new * (s.context_before as f64 + new / 2.0)
+            })
+            .sum();
         let linear_params = m.linear_params() as f64;
         let linear = TermSeconds {
             memory_s: (linear_params * param_bytes
