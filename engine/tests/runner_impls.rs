@@ -67,7 +67,10 @@ impl ModelRunner for Broken {
         64
     }
     fn execute(&mut self, _batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
-        Err(RunnerError::Device("lost".into()))
+        Err(RunnerError::Device {
+            what: "lost".into(),
+            source: "the device fell off the bus".into(),
+        })
     }
 }
 
