@@ -168,7 +168,7 @@ pub fn build_backends(
     if mode == Mode::Sim {
         return Ok(vec![Box::new(SimBackend::new(cost, &model, None))]);
     }
-    let weights = model.weights(spec.weights_seed)?;
+    let weights = model.runner_weights(spec.weights_seed)?;
     let label = model.weights_label(spec.weights_seed);
     let real = RealBackend::new(
         spec.runner,

@@ -215,7 +215,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
         );
     }
     let limits = limits_for(&grid, &shapes, kind);
-    let weights = model.weights(args.runner.weights_seed)?;
+    let weights = model.runner_weights(args.runner.weights_seed)?;
     let mut runner = runner::build(kind, &model.config, &weights, &limits)?;
     drop(weights);
     let device = runner.device_name();

@@ -93,7 +93,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
         ..EngineConfig::default()
     };
     engine_config.validate()?;
-    let weights = model.weights(args.runner.weights_seed)?;
+    let weights = model.runner_weights(args.runner.weights_seed)?;
     let kind = args.runner.kind();
     let runner = build(
         kind,

@@ -3,7 +3,7 @@
 use super::runner::{self, AnyRunner, RunnerKind, RunnerLimits};
 use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
 use crate::script::{Script, ScriptWorkload};
-use engine::model::Qwen3Weights;
+use engine::model::ModelWeights;
 use engine::{EngineConfig, EngineCore, EngineError, ModelRunner};
 use sim::{CostModel, RunError, RunRecords, WallClock};
 use std::cell::RefCell;
@@ -20,8 +20,9 @@ pub struct RealBackend {
     kind: RunnerKind,
     model: LoadedModel,
     weights_label: String,
-    /// Kept on the host so the runner can be rebuilt.
-    weights: Qwen3Weights,
+    /// Kept so the runner can be rebuilt: the seed of synthetic weights, or
+    /// the host copy of loaded ones.
+    weights: ModelWeights,
     slot: RefCell<Option<Built>>,
     /// Limits of the last runner built (grown, never shrunk).
     limits: RefCell<RunnerLimits>,
@@ -35,7 +36,7 @@ impl RealBackend {
     pub fn new(
         kind: RunnerKind,
         model: LoadedModel,
-        weights: Qwen3Weights,
+        weights: ModelWeights,
         engine: &EngineConfig,
         predictor: &ResolvedCost,
         weights_label: String,

@@ -11,7 +11,7 @@
 
 use super::BackendError;
 use calibration::measure::time_shape;
-use engine::model::{Qwen3Config, Qwen3Weights};
+use engine::model::{ModelWeights, Qwen3Config};
 use engine::runner::cpu::CpuRunner;
 use engine::SeqShape;
 use engine::{BatchShape, EngineConfig, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch};
@@ -150,7 +150,7 @@ impl ModelRunner for AnyRunner {
 pub fn build(
     kind: RunnerKind,
     config: &Qwen3Config,
-    weights: &Qwen3Weights,
+    weights: &ModelWeights,
     limits: &RunnerLimits,
 ) -> Result<AnyRunner, BackendError> {
     let runner_err = |error| BackendError::Runner {
@@ -159,11 +159,12 @@ pub fn build(
     };
     let mut runner = match kind {
         RunnerKind::Cpu => AnyRunner::Cpu(Box::new(
-            CpuRunner::new(
+            CpuRunner::with_weights(
                 config.clone(),
-                weights,
+                weights.source(),
                 limits.cpu_kv_blocks(config),
                 limits.block_size,
+                engine::runner::cpu::host_memory(),
             )
             .map_err(runner_err)?,
         )),
@@ -180,7 +181,7 @@ pub fn build(
                 use_cuda_graphs: true,
                 device_ordinal: 0,
             };
-            let mut cuda = CudaRunner::new(config, weights, &rc).map_err(runner_err)?;
+            let mut cuda = CudaRunner::with_weights(config, weights.source(), &rc).map_err(runner_err)?;
             // Every decode graph captured up front; warm_up below then
             // launches each once along with the eager paths.
             cuda.warm_up_graphs().map_err(runner_err)?;
