@@ -1,4 +1,4 @@
-//! One test per rule of DESIGN.md "Scheduler semantics" (vLLM v1), named
+//! One test per rule of docs/design.md "What we match in vLLM v1", named
 //! after the rule. Block size 4 throughout, so block arithmetic stays small.
 
 mod common;

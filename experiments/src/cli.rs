@@ -21,7 +21,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "exp",
-    about = "Run servetwin's named experiments (EXPERIMENTS.md)"
+    about = "Run servetwin's named experiments (docs/experiments.md)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -106,7 +106,7 @@ fn show(exp: &dyn Experiment) -> anyhow::Result<()> {
     for p in exp.params() {
         println!("  {:<24} default {:<20} {}", p.key, p.default, p.help);
     }
-    println!("\nengine options (defaults of EXPERIMENTS.md):");
+    println!("\nengine options (the experiments' defaults, docs/experiments.md):");
     let engine = ron::to_string(&settings.engine).unwrap_or_default();
     for (key, expected) in ENGINE_KEYS {
         if exp.params().iter().all(|p| p.key != *key) {

@@ -1,6 +1,6 @@
 //! servetwin's experiments and the `exp` command-line tool.
 //!
-//! Layout: [`catalogue`] holds the five experiments of EXPERIMENTS.md and the
+//! Layout: [`catalogue`] holds the five experiments of docs/experiments.md and the
 //! validation workload `poisson_mix`, each a plan of conditions (engine
 //! settings + seeded [`script`]) and a summary of their records; [`backend`]
 //! runs a condition (sim: virtual clock and a cost model; real: wall clock

@@ -162,7 +162,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// EXPERIMENTS.md engine defaults plus each parameter's default.
+    /// The experiments' engine defaults (docs/experiments.md) plus each parameter's default.
     pub fn new(specs: &[ParamSpec]) -> Result<Self, SettingsError> {
         let params = specs
             .iter()

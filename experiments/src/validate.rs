@@ -1,6 +1,6 @@
 //! `exp validate`: every experiment in real then sim mode, one table of errors.
 //!
-//! Contract: runs each experiment (default: the five of EXPERIMENTS.md and
+//! Contract: runs each experiment (default: the five of docs/experiments.md and
 //! `poisson_mix`) with two backends, real first then sim on the same scripts
 //! (same seed, vocabulary and KV-cache size), writing each experiment's files
 //! under `--out DIR` as `exp run --mode both` does, then `DIR/validation.csv`

@@ -1,4 +1,4 @@
-//! vLLM v1 scheduling rules (see DESIGN.md "Scheduler semantics").
+//! vLLM v1 scheduling rules (docs/design.md, "What we match in vLLM v1").
 //!
 //! Contract: [`Scheduler::schedule`] picks one step's work under the token
 //! budget `max_num_batched_tokens`, then [`Scheduler::update`] applies the

@@ -181,7 +181,8 @@ pub fn build(
                 use_cuda_graphs: true,
                 device_ordinal: 0,
             };
-            let mut cuda = CudaRunner::with_weights(config, weights.source(), &rc).map_err(runner_err)?;
+            let mut cuda =
+                CudaRunner::with_weights(config, weights.source(), &rc).map_err(runner_err)?;
             // Every decode graph captured up front; warm_up below then
             // launches each once along with the eager paths.
             cuda.warm_up_graphs().map_err(runner_err)?;

@@ -1,5 +1,5 @@
-//! The experiment catalogue (EXPERIMENTS.md, plus `poisson_mix`, the
-//! validation workload) and the interface each implements.
+//! The experiment catalogue (docs/experiments.md: five experiments plus
+//! `poisson_mix`, the validation workload) and the interface each implements.
 //!
 //! Contract: an [`Experiment`] turns settings and a seed into conditions
 //! (engine settings + a seeded script each, condition `i` seeded from
