@@ -53,7 +53,8 @@ pub struct RunnerArgs {
     /// Real-mode runner (default: cuda when built with --features cuda, else cpu).
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,
-    /// Model preset (qwen3-0.6b, tiny) or Hugging Face directory (config.json + safetensors).
+    /// Model preset (qwen3-0.6b, -1.7b, -4b, -8b, -14b, -32b, tiny) or a Hugging Face directory:
+    /// config.json and safetensors, or config.json alone (seeded synthetic weights).
     #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
     /// Seed of the synthetic weights of a preset model.

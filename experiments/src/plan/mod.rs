@@ -53,7 +53,8 @@ pub struct PlanArgs {
     /// RON list of extra GPU entries (`GpuSpec`), usable by name in --gpu.
     #[arg(long)]
     pub gpu_file: Option<PathBuf>,
-    /// Model preset (qwen3-0.6b, tiny) or Hugging Face directory (only config.json is read).
+    /// Model preset (qwen3-0.6b, -1.7b, -4b, -8b, -14b, -32b, tiny) or a Hugging Face
+    /// directory (only its config.json is read).
     #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
     /// Calibrated cost profile to transfer (default: the first one built into exp of the model's shape, if any).
