@@ -46,6 +46,7 @@ mod head;
 mod kernels;
 mod linear;
 mod meta;
+mod norm;
 mod overheads;
 mod selftest;
 mod step;
@@ -73,10 +74,10 @@ pub use gemm_lt::GemmTuneReport;
 pub use linear::SPLIT_K_MAX;
 pub use overheads::StepOverheads;
 pub use selftest::{kernel_self_test, KernelCheck};
+pub use synthetic::synthetic_weights_self_test;
 pub use tuning::{
     CudaTuning, DECODE_TARGET_WARPS, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
 };
-pub use synthetic::synthetic_weights_self_test;
 
 /// Most splits of one sequence's decode attention.
 const MAX_DECODE_SPLITS: usize = 64;

@@ -7,7 +7,7 @@
 //! batch 1 on the H200 (results/h200/step_overheads.txt).
 
 use super::device::{self, copy_dtoh_async, copy_htod_async, dev_err};
-use super::meta::{argmax_index, pack_step, StepLayout};
+use super::meta::{argmax_index, pack_step, Padding, StepLayout};
 use super::{CudaRunner, LastStep, DECODE_MIN_KEYS_PER_SPLIT, GRAPH_BUCKETS, SKIP_HEAD};
 use crate::runner::{RunnerError, ScheduledBatch};
 use cudarc::driver::{sys, CudaGraph};
@@ -121,7 +121,8 @@ impl CudaRunner {
         } else {
             None
         };
-        let lay = pack_step(batch, &self.limits, bucket, self.meta_host.as_mut_slice())?;
+        let pad = bucket.map_or(Padding::None, Padding::Sequences);
+        let lay = pack_step(batch, &self.limits, pad, self.meta_host.as_mut_slice())?;
         self.copy_meta(&lay)?;
         // Zero keys: `argmax_rows` writes every sampled row's, padded rows too (wait_for_keys).
         self.sampled_host.as_mut_slice()[..lay.num_sampled].fill(0);

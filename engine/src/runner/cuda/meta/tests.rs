@@ -1,5 +1,5 @@
-//! Packing checks: sections, padding, the decode path of short chunks, and
-//! the batches `pack_step` rejects.
+//! Packing checks: sections, padding, the token sections' offsets, the
+//! decode path of short chunks, and the batches `pack_step` rejects.
 
 use super::*;
 use crate::request::RequestId;
@@ -36,7 +36,7 @@ fn mixed_batch_is_packed_section_by_section() {
         block_size: 4,
     };
     let mut buf = vec![-7; 256];
-    let lay = pack_step(&batch, &limits(), None, &mut buf).unwrap();
+    let lay = pack_step(&batch, &limits(), Padding::None, &mut buf).unwrap();
     assert_eq!(
         (
             lay.num_tokens,
@@ -49,8 +49,8 @@ fn mixed_batch_is_packed_section_by_section() {
     );
     assert_eq!(buf[0], 2);
     // Zeroed argmax keys and counts of blocks done: one sampled row.
-    assert_eq!(lay.tokens - lay.argmax, 3);
-    assert!(buf[lay.argmax..lay.tokens].iter().all(|&x| x == 0));
+    assert_eq!(lay.q_start - lay.argmax, 3);
+    assert!(buf[lay.argmax..lay.q_start].iter().all(|&x| x == 0));
     assert_eq!(&buf[lay.tokens..lay.tokens + 4], &[5, 6, 7, 9]);
     assert_eq!(&buf[lay.positions..lay.positions + 4], &[2, 3, 4, 5]);
     // position 2 -> block 3 offset 2; 4 -> block 4 offset 0; 5 -> block 8 offset 1
@@ -74,7 +74,7 @@ fn decode_bucket_pads_with_uncached_rows() {
         block_size: 4,
     };
     let mut buf = vec![-7; 256];
-    let lay = pack_step(&batch, &limits(), Some(4), &mut buf).unwrap();
+    let lay = pack_step(&batch, &limits(), Padding::Sequences(4), &mut buf).unwrap();
     assert_eq!(lay, StepLayout::new(4, 4, 4, 4, 0, 2));
     assert_eq!(&buf[lay.slots..lay.slots + 4], &[12, -1, -1, -1]);
     assert_eq!(&buf[lay.ctx_len..lay.ctx_len + 4], &[5, 0, 0, 0]);
@@ -100,7 +100,7 @@ fn a_short_chunk_over_cached_context_takes_the_decode_path() {
         block_size: 4,
     };
     let mut buf = vec![-7; 256];
-    let lay = pack_step(&batch, &limits(), None, &mut buf).unwrap();
+    let lay = pack_step(&batch, &limits(), Padding::None, &mut buf).unwrap();
     assert_eq!((lay.num_decodes, lay.num_tiles), (2, 1));
     // Each token sees the keys up to itself: positions 5 and 6.
     assert_eq!(&buf[lay.decodes..lay.decodes + 6], &[0, 0, 6, 0, 1, 7]);
@@ -108,7 +108,7 @@ fn a_short_chunk_over_cached_context_takes_the_decode_path() {
     assert!(!lay.is_decode_only());
     // A graph bucket takes only one-token sequences.
     assert!(matches!(
-        pack_step(&batch, &limits(), Some(2), &mut buf),
+        pack_step(&batch, &limits(), Padding::Sequences(2), &mut buf),
         Err(RunnerError::BadBatch(_))
     ));
 }
@@ -123,7 +123,7 @@ fn bad_batches_are_rejected() {
         block_size: 4,
     };
     assert!(matches!(
-        pack_step(&b, &limits(), None, &mut buf),
+        pack_step(&b, &limits(), Padding::None, &mut buf),
         Err(RunnerError::BadBatch(_))
     ));
     let big_tok = [100u32];
@@ -133,7 +133,7 @@ fn bad_batches_are_rejected() {
         block_size: 4,
     };
     assert!(matches!(
-        pack_step(&b, &limits(), None, &mut buf),
+        pack_step(&b, &limits(), Padding::None, &mut buf),
         Err(RunnerError::BadBatch(_))
     ));
     let bad_block = [16u32];
@@ -142,7 +142,7 @@ fn bad_batches_are_rejected() {
         block_size: 4,
     };
     assert!(matches!(
-        pack_step(&b, &limits(), None, &mut buf),
+        pack_step(&b, &limits(), Padding::None, &mut buf),
         Err(RunnerError::BadBatch(_))
     ));
     let b = ScheduledBatch {
@@ -150,7 +150,7 @@ fn bad_batches_are_rejected() {
         block_size: 8,
     };
     assert!(matches!(
-        pack_step(&b, &limits(), None, &mut buf),
+        pack_step(&b, &limits(), Padding::None, &mut buf),
         Err(RunnerError::BadBatch(_))
     ));
     // A prefill cannot go through a decode graph.
@@ -160,7 +160,48 @@ fn bad_batches_are_rejected() {
         block_size: 4,
     };
     assert!(matches!(
-        pack_step(&b, &limits(), Some(2), &mut buf),
+        pack_step(&b, &limits(), Padding::Sequences(2), &mut buf),
         Err(RunnerError::BadBatch(_))
     ));
+}
+
+#[test]
+fn token_sections_depend_on_the_token_count_alone() {
+    for t in [1usize, 7, 8, 16, 63, 64, 100, 128, 1024] {
+        let want = TokenRows::new(t);
+        for (s, n_samp, n_dec, n_tiles, stride) in [
+            (1, 0, 0, 1, 1),
+            (1, 1, 0, 3, 9),
+            (t, t, t, 0, 1),
+            (5, 2, 4, 7, 40),
+            (3, 3, 1, 2, 257),
+        ] {
+            let lay = StepLayout::new(t, s, n_samp, n_dec, n_tiles, stride);
+            assert_eq!(
+                lay.token_rows(),
+                want,
+                "t {t}, composition {s} {n_samp} {n_dec} {n_tiles}"
+            );
+            // The argmax keys are 64-bit: an even offset, after the token sections.
+            assert!(lay.argmax.is_multiple_of(2) && lay.argmax >= want.slots + t);
+            assert!(lay.argmax - (want.slots + t) <= 1);
+        }
+    }
+}
+
+#[test]
+fn the_capacity_holds_every_step_up_to_the_limits() {
+    let (max_t, max_s, bps) = (64, 8, 5);
+    let cap = StepLayout::capacity(max_t, max_s, bps);
+    for t in 1..=max_t {
+        for s in 1..=max_s.min(t) {
+            // Decode entries and tiles hold a token each at least.
+            let lay = StepLayout::new(t, s, s, t, t, bps);
+            assert!(
+                lay.total <= cap,
+                "{t} tokens, {s} sequences: {} > {cap}",
+                lay.total
+            );
+        }
+    }
 }
