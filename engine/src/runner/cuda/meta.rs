@@ -21,9 +21,10 @@
 //! Because the block tables come last and the stride is read on the device,
 //! a decode graph captured for a bucket of B sequences stays valid for any
 //! contexts: every offset depends on B alone ([`Padding::Sequences`]).
-//! The token sections come first, so that their offsets depend on the token
-//! count alone: work that reads nothing else (forward.rs's layer parts
-//! around the attention) is the same for every step of as many rows.
+//! Because the token sections come first, the graphs of a piecewise step
+//! (piecewise.rs), which read nothing else, stay valid for every step padded
+//! to the same token bucket ([`Padding::Tokens`]): padding rows get token 0,
+//! position 0 and slot -1, and no later kernel reads their outputs.
 
 use crate::runner::{short_chunk_on_decode_path, RunnerError, ScheduledBatch};
 
@@ -140,7 +141,8 @@ impl StepLayout {
         .total
     }
 
-    /// The token sections (all that the layer parts around the attention read).
+    /// The token sections: all that the layer parts around the attention, and
+    /// so the graphs of a piecewise step, read.
     pub fn token_rows(&self) -> TokenRows {
         TokenRows {
             num_tokens: self.num_tokens,
@@ -164,6 +166,9 @@ pub(crate) enum Padding {
     /// A decode-only batch padded to this many sequences (a decode graph's
     /// bucket): padding sequences of one uncached token each.
     Sequences(usize),
+    /// Token rows padded to this many (a piecewise step's bucket): padding
+    /// rows that belong to no sequence; everything else as it is.
+    Tokens(usize),
 }
 
 /// Limits a batch is checked against before anything reaches the device.
@@ -187,9 +192,10 @@ fn decode_path(start_pos: usize, n: usize, lim: &BatchLimits) -> bool {
 }
 
 /// Packs `batch` into `buf`, padded as `pad` says. With
-/// [`Padding::Sequences`] the batch must be decode-only. Padding rows hold
-/// token 0, position 0 and slot -1 (no KV write); padding sequences have an
-/// empty context.
+/// [`Padding::Sequences`] the batch must be decode-only; with
+/// [`Padding::Tokens`] it must have no more tokens than the bucket. Padding
+/// rows hold token 0, position 0 and slot -1 (no KV write); padding
+/// sequences have an empty context.
 pub(crate) fn pack_step(
     batch: &ScheduledBatch<'_>,
     lim: &BatchLimits,
@@ -265,6 +271,14 @@ pub(crate) fn pack_step(
                 ));
             }
             (b, b, b, b)
+        }
+        Padding::Tokens(tb) => {
+            if tb < t {
+                return bad(format!(
+                    "token bucket {tb} is smaller than the step's {t} tokens"
+                ));
+            }
+            (tb, s_count, n_samp, n_dec)
         }
         Padding::None => (t, s_count, n_samp, n_dec),
     };
@@ -347,7 +361,8 @@ pub(crate) fn pack_step(
         buf[lay.decodes + 3 * i..lay.decodes + 3 * i + 3].copy_from_slice(&[i as i32, i as i32, 0]);
         buf[lay.block_tables + i * bt_stride..lay.block_tables + (i + 1) * bt_stride].fill(0);
     }
-    // The real rows, and one for each padding sequence.
+    // The real rows, and one for each padding sequence: padding rows of a token
+    // bucket belong to no sequence, so the last one ends at the real rows.
     buf[lay.q_start + s_pad] = (t + s_pad - s_count) as i32;
     Ok(lay)
 }

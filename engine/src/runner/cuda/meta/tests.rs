@@ -1,5 +1,6 @@
-//! Packing checks: sections, padding, the token sections' offsets, the
-//! decode path of short chunks, and the batches `pack_step` rejects.
+//! Packing checks: sections, padding (decode buckets and token buckets), the
+//! token sections' offsets, the decode path of short chunks, and the batches
+//! `pack_step` rejects.
 
 use super::*;
 use crate::request::RequestId;
@@ -204,4 +205,63 @@ fn the_capacity_holds_every_step_up_to_the_limits() {
             );
         }
     }
+}
+
+#[test]
+fn a_token_bucket_pads_rows_that_write_nothing_and_belong_to_no_sequence() {
+    let (pre, dec, chunk) = ([5u32, 6, 7], [9u32], [3u32, 4]);
+    let (bt_pre, bt_dec, bt_chunk) = ([3u32, 4], [7u32, 8], [10u32, 11]);
+    let batch = ScheduledBatch {
+        seqs: vec![
+            seq(&pre, 2, &bt_pre, false),
+            seq(&dec, 5, &bt_dec, true),
+            seq(&chunk, 5, &bt_chunk, true),
+        ],
+        block_size: 4,
+    };
+    let mut eager = vec![-7; 256];
+    let e = pack_step(&batch, &limits(), Padding::None, &mut eager).unwrap();
+    let mut padded = vec![-7; 256];
+    let p = pack_step(&batch, &limits(), Padding::Tokens(16), &mut padded).unwrap();
+    assert_eq!(p.token_rows(), TokenRows::new(16));
+    assert_eq!(
+        (p.num_seqs, p.num_sampled, p.num_decodes, p.num_tiles),
+        (e.num_seqs, e.num_sampled, e.num_decodes, e.num_tiles)
+    );
+    // The real rows as the eager step has them, then padding: token 0, position 0, slot -1.
+    for (off_e, off_p, pad) in [
+        (e.tokens, p.tokens, 0),
+        (e.positions, p.positions, 0),
+        (e.slots, p.slots, -1),
+    ] {
+        assert_eq!(&padded[off_p..off_p + 6], &eager[off_e..off_e + 6]);
+        assert!(padded[off_p + 6..off_p + 16].iter().all(|&x| x == pad));
+    }
+    // Everything after the token sections is the eager step's, shifted: the last
+    // sequence ends at the real rows (q_start[S] = 6), the padding is nobody's.
+    assert_eq!(&padded[p.argmax..p.total], &eager[e.argmax..e.total]);
+    assert_eq!(padded[p.q_start + 3], 6);
+    assert_eq!(padded[0], eager[0]);
+}
+
+#[test]
+fn a_token_bucket_must_hold_the_step() {
+    let toks = [1u32, 2, 3];
+    let bt = [1u32];
+    let b = ScheduledBatch {
+        seqs: vec![seq(&toks, 0, &bt, true)],
+        block_size: 4,
+    };
+    let mut buf = vec![0; 512];
+    for tb in [2, 65] {
+        // Fewer rows than tokens, or more than the runner's 64.
+        assert!(
+            matches!(
+                pack_step(&b, &limits(), Padding::Tokens(tb), &mut buf),
+                Err(RunnerError::BadBatch(_))
+            ),
+            "bucket {tb}"
+        );
+    }
+    assert!(pack_step(&b, &limits(), Padding::Tokens(3), &mut buf).is_ok());
 }
