@@ -25,15 +25,16 @@ pub const SKIP_HEAD: u32 = 8;
 /// 4096 for each kernel and batch: results/h200/tune.csv).
 pub const DECODE_TARGET_WARPS: usize = 2048;
 
-/// Most tokens of a step that runs piecewise-graphed ([`CudaTuning::piecewise_max_tokens`]).
-/// Beyond it the GPU's work per kernel hides the eager launches: for
-/// Qwen3-0.6B on the H200 the GEMMs of 2,048 tokens take 3.4 ms a step
-/// (docs/performance.md), about 120 µs a layer, 60 at 1,024 and 30 at 512,
-/// against about 11 launches of 4–7 µs (45–80 µs) a layer eagerly, the
-/// upper end on the days the host is slow. So up to 512 tokens the host
-/// sets the pace, and by 1,024 the GPU does even on a slow day. To be
-/// confirmed by `engine-bench --mixed` (its prefill rows time 256 to 2,048
-/// tokens both ways).
+/// Most tokens of a step that runs piecewise-graphed
+/// ([`CudaTuning::piecewise_max_tokens`]): beyond it the GPU's work hides
+/// the eager launches, so graphs would only cost warm-up time and memory.
+/// Qwen3-0.6B on the H200: a 512-token prefill takes 2.67 ms eagerly, its
+/// GEMMs alone 1.19 ms and its attention about 0.85 (results/h200/
+/// profile.csv); its GPU work (about 2.5 ms) is then about as long as the
+/// same launches take the host on a slow machine (a 64-token prefill, as
+/// many launches, 1.35–2.31 ms: docs/performance.md), and at 1,024 tokens
+/// about twice as long. `engine-bench --mixed` times prefills of 256 to
+/// 2,048 tokens both ways, to check.
 pub const PIECEWISE_MAX_TOKENS: usize = 1024;
 
 /// Tuning settings of a [`CudaRunner`]; `CudaTuning::default()` is what the
