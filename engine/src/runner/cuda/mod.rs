@@ -10,9 +10,8 @@
 //! back on request.
 //! Decode-only batches run as CUDA graphs per padded batch-size bucket
 //! (captured on first use, or all at once by [`CudaRunner::warm_up_graphs`]);
-//! other batches of up to [`CudaTuning::piecewise_max_tokens`] tokens run
-//! from piecewise graphs per padded token bucket, everything but the
-//! attention and the head captured (piecewise.rs), and longer ones eagerly
+//! other batches of up to [`CudaTuning::piecewise_max_tokens`] tokens from
+//! piecewise graphs per token bucket (piecewise.rs), longer ones eagerly
 //! ([`StepPath`]). Kernels are compiled by NVRTC at construction
 //! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
 //! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
@@ -144,8 +143,7 @@ pub(crate) struct Workspace {
     meta: DeviceBuffer,
 }
 
-/// What the last step left on the device, for [`CudaRunner::last_logits`],
-/// and how it ran ([`CudaRunner::last_step_path`]).
+/// What the last step left on the device, and how it ran.
 #[derive(Debug, Clone, Copy, Default)]
 struct LastStep {
     num_sampled: usize,
