@@ -71,6 +71,11 @@ pub(crate) struct Args {
     /// graph replays back to back: `CudaRunner::step_overheads`).
     #[arg(long, requires = "only_decode")]
     pub overheads: bool,
+    /// Only this: a 64-token prefill chunk beside 8 decodes at 300 keys, and
+    /// whole prompts of 256-2048 tokens, eager against piecewise-graphed
+    /// (`CudaRunner::mixed_step_times`, medians of 40 steps; `mixed.csv`).
+    #[arg(long, conflicts_with_all = ["eager", "only_decode"])]
+    pub mixed: bool,
 }
 
 /// `--context`: a whole number in [`CONTEXT_RANGE`].

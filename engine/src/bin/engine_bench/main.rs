@@ -14,14 +14,15 @@
 //! `profile.csv`, `split_k.csv` and `pdl.csv`; `--eager`, `--no-pdl`,
 //! `--no-gemm-tuning` and `--split-k S` override the runner's rules
 //! ([`CudaTuning`]); `--only-decode B` times decode steps at batch B only
-//! and writes nothing (for a profiler). With GEMM tuning on, the tuned
-//! shapes go to `gemm_tuning.csv`.
+//! and writes nothing (for a profiler); `--mixed` times mixed and prefill
+//! steps eager against piecewise-graphed and writes `mixed.csv` only. With
+//! GEMM tuning on, the tuned shapes go to `gemm_tuning.csv`.
 
 use anyhow::Context as _;
 use args::{Args, MAX_BATCH};
 use clap::Parser as _;
 use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, CudaTuning};
+use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, CudaTuning, MixedStep};
 use engine::ModelRunner;
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -71,6 +72,9 @@ fn main() -> anyhow::Result<()> {
         t.elapsed().as_secs_f64(),
         r.num_kv_blocks()
     );
+    if a.mixed {
+        return mixed(&mut r, &a.out);
+    }
     // `--only-decode B`: decode steps at batch B and nothing else (for a profiler).
     if let Some(b) = a.only_decode {
         // Either setting alone keeps the runner's choice for the other.
@@ -147,5 +151,30 @@ fn main() -> anyhow::Result<()> {
     };
     std::fs::write(out.join(name), &csv)?;
     print!("{csv}");
+    Ok(())
+}
+
+/// `--mixed`: [`MixedStep::BENCH`] and [`MixedStep::PREFILL_SWEEP`], eager
+/// against piecewise-graphed, medians of 40 steps each (`mixed.csv`).
+fn mixed(r: &mut CudaRunner, out: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
+    let date = engine::date::utc_now();
+    let mut csv = String::from(
+        "chunk_tokens,chunk_context,decodes,decode_context,bucket,eager_ms,piecewise_ms,date\n",
+    );
+    for s in std::iter::once(MixedStep::BENCH).chain(MixedStep::PREFILL_SWEEP) {
+        let t = r.mixed_step_times(&s, 40)?;
+        let (e, p) = (t.eager * 1e3, t.piecewise * 1e3);
+        println!(
+            "mixed: {} tokens over {} + {} decodes at {} keys: eager {e:.3} ms, piecewise {p:.3} ms (bucket {})",
+            s.chunk_tokens, s.chunk_context, s.decodes, s.decode_context, t.bucket
+        );
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{e:.4},{p:.4},{date}",
+            s.chunk_tokens, s.chunk_context, s.decodes, s.decode_context, t.bucket
+        );
+    }
+    std::fs::write(out.join("mixed.csv"), &csv)?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! GEMM tuning: the cuBLASLt algorithm of each product shape of the decode
-//! graphs, measured on the device.
+//! graphs and of the piecewise graphs' pieces (piecewise.rs), measured on
+//! the device.
 //!
 //! `cublasGemmEx` runs the first choice of cuBLAS's heuristic. On the H200 it
 //! is not the fastest for every decode product: at 64 rows, timing every
@@ -19,7 +20,8 @@
 //! ([`LtGemms::set_noting`], during a capture of the forward pass that is
 //! never instantiated), a shape without a plan is noted with its calls; the
 //! runner tunes the noted shapes ([`super::gemm::Gemm::tune_noted`]) before
-//! it captures the graph it keeps. Where the algorithm does not split K
+//! it captures the graphs it keeps. A tuned plan serves every path that runs
+//! its shape (a decode graph, a piece, an eager step). Where the algorithm does not split K
 //! further, the results are bit-for-bit those of `cublasGemmEx` (every check
 //! of `cuda-check` gave the same figures with and without tuning); the
 //! self-test checks every offer against a host product.

@@ -7,10 +7,10 @@
 //! the LM head was measured slower (docs/performance.md).
 
 use super::device::Arg;
-use super::forward::NormArgs;
 use super::gemm::{GemmArgs, OutType};
 use super::linear::Delta;
 use super::meta::StepLayout;
+use super::norm::NormArgs;
 use super::{CudaRunner, SKIP_HEAD};
 use crate::runner::RunnerError;
 

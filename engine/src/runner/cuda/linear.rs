@@ -46,7 +46,8 @@ const _: () = assert!(SPLIT_K_MAX <= NORM_MAX_PARTS);
 pub(crate) const SPLIT_K_MAX_ROWS: usize = 256;
 
 /// Slices of K for a residual product of `m` rows (1: one plain GEMM), in a
-/// step captured into a graph (`graphed`) or launched eagerly. Measured on the
+/// step captured into a graph (`graphed`: decode graphs and the pieces of
+/// piecewise steps) or launched eagerly. Measured on the
 /// H200 (engine-bench --split-sweep, results/h200/split_k.csv, 2026-11-30):
 /// - in decode graphs 4 slices take 0.06–0.14 ms off a step at 24–128 rows
 ///   (batch 64: 1.670 ms against 1.761 with one GEMM), 2 slices 1.3 % at

@@ -2,10 +2,11 @@
 //! device with one host-to-device copy per step.
 //!
 //! Layout (all `i32`, offsets in [`StepLayout`]): `hdr[0] = bt_stride`, a pad,
-//! the greedy-sampling results (one zeroed 64-bit `argmax_rows` key per sampled
-//! row, [`argmax_index`] decodes it, then one zeroed count per sampled row of
-//! the `argmax_rows` blocks done with it), token ids `[T]`, positions `[T]`,
-//! KV slots `[T]` (-1 = do not write),
+//! then the sections that the token count `T` alone places ([`TokenRows`]):
+//! token ids `[T]`, positions `[T]`, KV slots `[T]` (-1 = do not write); then,
+//! 8-byte aligned, the greedy-sampling results (one zeroed 64-bit
+//! `argmax_rows` key per sampled row, [`argmax_index`] decodes it, then one
+//! zeroed count per sampled row of the `argmax_rows` blocks done with it),
 //! `q_start[S + 1]`, `ctx_len[S]` (cache length after the step), `sample_rows`
 //! (token row of each sampled sequence, batch order), `decodes` (triples of
 //! sequence, token row, keys it attends to: the query tokens of the decode
@@ -19,9 +20,43 @@
 //! tokens, 5.6 ms a step), where decode entries spread it over the GPU.
 //! Because the block tables come last and the stride is read on the device,
 //! a decode graph captured for a bucket of B sequences stays valid for any
-//! contexts: every offset depends on B alone.
+//! contexts: every offset depends on B alone ([`Padding::Sequences`]).
+//! Because the token sections come first, the graphs of a piecewise step
+//! (piecewise.rs), which read nothing else, stay valid for every step padded
+//! to the same token bucket ([`Padding::Tokens`]): padding rows get token 0,
+//! position 0 and slot -1, and no later kernel reads their outputs.
 
 use crate::runner::{short_chunk_on_decode_path, RunnerError, ScheduledBatch};
+
+/// `i32`s before the first section: `hdr[0] = bt_stride` and a pad.
+const HEADER: usize = 2;
+
+/// The sections placed by the token count alone: where a step's token ids,
+/// positions and KV slots start, for `num_tokens` rows (the padded count
+/// when padded). Whatever else a step holds, its layout places these here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenRows {
+    pub num_tokens: usize,
+    pub tokens: usize,
+    pub positions: usize,
+    pub slots: usize,
+}
+
+impl TokenRows {
+    pub fn new(t: usize) -> Self {
+        Self {
+            num_tokens: t,
+            tokens: HEADER,
+            positions: HEADER + t,
+            slots: HEADER + 2 * t,
+        }
+    }
+
+    /// The first `i32` after the sections.
+    fn end(&self) -> usize {
+        self.slots + self.num_tokens
+    }
+}
 
 /// Where each section of the packed metadata starts (in `i32`s) and how long it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,13 +67,13 @@ pub(crate) struct StepLayout {
     pub num_decodes: usize,
     pub num_tiles: usize,
     pub bt_stride: usize,
+    pub tokens: usize,
+    pub positions: usize,
+    pub slots: usize,
     /// 64-bit argmax keys (two `i32`s each, 8-byte aligned), zero before the step.
     pub argmax: usize,
     /// `argmax_rows` blocks done with each sampled row, zero before the step.
     pub argmax_done: usize,
-    pub tokens: usize,
-    pub positions: usize,
-    pub slots: usize,
     pub q_start: usize,
     pub ctx_len: usize,
     pub sample_rows: usize,
@@ -58,12 +93,11 @@ impl StepLayout {
         n_tiles: usize,
         bt_stride: usize,
     ) -> Self {
-        let argmax = 2;
+        let rows = TokenRows::new(t);
+        // The metadata buffer is 256-byte aligned: an even offset is 8-byte aligned.
+        let argmax = rows.end().next_multiple_of(2);
         let argmax_done = argmax + 2 * n_samp;
-        let tokens = argmax_done + n_samp;
-        let positions = tokens + t;
-        let slots = positions + t;
-        let q_start = slots + t;
+        let q_start = argmax_done + n_samp;
         let ctx_len = q_start + s + 1;
         let sample_rows = ctx_len + s;
         let decodes = sample_rows + n_samp;
@@ -77,11 +111,11 @@ impl StepLayout {
             num_decodes: n_dec,
             num_tiles: n_tiles,
             bt_stride,
+            tokens: rows.tokens,
+            positions: rows.positions,
+            slots: rows.slots,
             argmax,
             argmax_done,
-            tokens,
-            positions,
-            slots,
             q_start,
             ctx_len,
             sample_rows,
@@ -94,7 +128,8 @@ impl StepLayout {
 
     /// The most `i32`s a step can need.
     pub fn capacity(max_tokens: usize, max_seqs: usize, max_blocks_per_seq: usize) -> usize {
-        // Each decode entry and each prefill tile holds at least one token.
+        // Each decode entry and each prefill tile holds at least one token; fewer
+        // tokens than `max_tokens` save three ints a token, more than the alignment pad.
         Self::new(
             max_tokens,
             max_seqs,
@@ -106,10 +141,34 @@ impl StepLayout {
         .total
     }
 
+    /// The token sections: all that the layer parts around the attention, and
+    /// so the graphs of a piecewise step, read.
+    pub fn token_rows(&self) -> TokenRows {
+        TokenRows {
+            num_tokens: self.num_tokens,
+            tokens: self.tokens,
+            positions: self.positions,
+            slots: self.slots,
+        }
+    }
+
     /// Whether every sequence has exactly one new token (a graph-able step).
     pub fn is_decode_only(&self) -> bool {
         self.num_tiles == 0 && self.num_decodes == self.num_seqs
     }
+}
+
+/// How [`pack_step`] pads a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Padding {
+    /// As it is (an eager step).
+    None,
+    /// A decode-only batch padded to this many sequences (a decode graph's
+    /// bucket): padding sequences of one uncached token each.
+    Sequences(usize),
+    /// Token rows padded to this many (a piecewise step's bucket): padding
+    /// rows that belong to no sequence; everything else as it is.
+    Tokens(usize),
 }
 
 /// Limits a batch is checked against before anything reaches the device.
@@ -132,12 +191,15 @@ fn decode_path(start_pos: usize, n: usize, lim: &BatchLimits) -> bool {
     n == 1 || short_chunk_on_decode_path(start_pos, n, lim.tokens_per_tile)
 }
 
-/// Packs `batch` into `buf`. With `bucket = Some(b)` the batch must be decode-only
-/// and is padded to `b` sequences (padding: token 0, slot -1, empty context).
+/// Packs `batch` into `buf`, padded as `pad` says. With
+/// [`Padding::Sequences`] the batch must be decode-only; with
+/// [`Padding::Tokens`] it must have no more tokens than the bucket. Padding
+/// rows hold token 0, position 0 and slot -1 (no KV write); padding
+/// sequences have an empty context.
 pub(crate) fn pack_step(
     batch: &ScheduledBatch<'_>,
     lim: &BatchLimits,
-    bucket: Option<usize>,
+    pad: Padding,
     buf: &mut [i32],
 ) -> Result<StepLayout, RunnerError> {
     let bad = |m: String| Err(RunnerError::BadBatch(m));
@@ -200,8 +262,8 @@ pub(crate) fn pack_step(
         bt_stride = bt_stride.max(blocks);
     }
     let s_count = batch.seqs.len();
-    let (t_pad, s_pad, samp_pad, dec_pad) = match bucket {
-        Some(b) => {
+    let (t_pad, s_pad, samp_pad, dec_pad) = match pad {
+        Padding::Sequences(b) => {
             // One token per sequence (every sequence has at least one) and all sampled.
             if t != s_count || n_samp != s_count || b < s_count {
                 return bad(format!(
@@ -210,7 +272,15 @@ pub(crate) fn pack_step(
             }
             (b, b, b, b)
         }
-        None => (t, s_count, n_samp, n_dec),
+        Padding::Tokens(tb) => {
+            if tb < t {
+                return bad(format!(
+                    "token bucket {tb} is smaller than the step's {t} tokens"
+                ));
+            }
+            (tb, s_count, n_samp, n_dec)
+        }
+        Padding::None => (t, s_count, n_samp, n_dec),
     };
     if t_pad > lim.max_tokens || s_pad > lim.max_seqs {
         return bad(format!(
@@ -228,7 +298,8 @@ pub(crate) fn pack_step(
     }
     buf[0] = bt_stride as i32;
     buf[1] = 0;
-    buf[lay.argmax..lay.tokens].fill(0);
+    // The alignment pad (if any) and the zeroed argmax keys and counts.
+    buf[lay.slots + t_pad..lay.q_start].fill(0);
     let (mut row, mut samp, mut dec) = (0usize, 0usize, 0usize);
     // (keys the tile attends to, sequence, first token): the longest tiles are launched first
     // so they do not start last and leave the GPU idle behind them.
@@ -276,18 +347,23 @@ pub(crate) fn pack_step(
         buf[lay.tiles + 2 * k] = seq as i32;
         buf[lay.tiles + 2 * k + 1] = first as i32;
     }
+    for r in t..t_pad {
+        // Padding rows: one harmless token each, written nowhere.
+        buf[lay.tokens + r] = 0;
+        buf[lay.positions + r] = 0;
+        buf[lay.slots + r] = -1;
+    }
     for i in s_count..s_pad {
-        // Padding rows of a graph bucket: one harmless token each, nothing cached.
-        buf[lay.tokens + i] = 0;
-        buf[lay.positions + i] = 0;
-        buf[lay.slots + i] = -1;
+        // Padding sequences of a decode bucket (their rows padded above): nothing cached.
         buf[lay.q_start + i] = i as i32;
         buf[lay.ctx_len + i] = 0;
         buf[lay.sample_rows + i] = i as i32;
         buf[lay.decodes + 3 * i..lay.decodes + 3 * i + 3].copy_from_slice(&[i as i32, i as i32, 0]);
         buf[lay.block_tables + i * bt_stride..lay.block_tables + (i + 1) * bt_stride].fill(0);
     }
-    buf[lay.q_start + s_pad] = t_pad as i32;
+    // The real rows, and one for each padding sequence: padding rows of a token
+    // bucket belong to no sequence, so the last one ends at the real rows.
+    buf[lay.q_start + s_pad] = (t + s_pad - s_count) as i32;
     Ok(lay)
 }
 

@@ -10,7 +10,9 @@
 //! back on request.
 //! Decode-only batches run as CUDA graphs per padded batch-size bucket
 //! (captured on first use, or all at once by [`CudaRunner::warm_up_graphs`]);
-//! other batches run eagerly. Kernels are compiled by NVRTC at construction
+//! other batches of up to [`CudaTuning::piecewise_max_tokens`] tokens from
+//! piecewise graphs per token bucket (piecewise.rs), longer ones eagerly
+//! ([`StepPath`]). Kernels are compiled by NVRTC at construction
 //! for the device's compute capability: fused residual-add RMSNorm, q/k-norm +
 //! RoPE + KV-cache write, tensor-core flash attention for prefill chunks,
 //! decode attention (decode.rs: blocks of 8 or 4 warps per sequence and KV
@@ -46,7 +48,10 @@ mod head;
 mod kernels;
 mod linear;
 mod meta;
+mod mixed;
+mod norm;
 mod overheads;
+mod piecewise;
 mod selftest;
 mod step;
 mod synthetic;
@@ -71,11 +76,15 @@ use weights::DeviceWeights;
 pub use decode::DecodeKernel;
 pub use gemm_lt::GemmTuneReport;
 pub use linear::SPLIT_K_MAX;
+pub use mixed::{MixedStep, MixedTimes};
 pub use overheads::StepOverheads;
+pub use piecewise::piecewise_self_test;
 pub use selftest::{kernel_self_test, KernelCheck};
+pub use step::StepPath;
 pub use synthetic::synthetic_weights_self_test;
 pub use tuning::{
-    CudaTuning, DECODE_TARGET_WARPS, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
+    CudaTuning, DECODE_TARGET_WARPS, PIECEWISE_MAX_TOKENS, SKIP_ATTENTION, SKIP_ELEMENTWISE,
+    SKIP_GEMM, SKIP_HEAD,
 };
 
 /// Most splits of one sequence's decode attention.
@@ -94,7 +103,8 @@ pub struct CudaRunnerConfig {
     pub max_num_seqs: usize,
     pub max_num_batched_tokens: usize,
     pub max_model_len: usize,
-    /// Capture decode-only batches as CUDA graphs.
+    /// Capture decode-only batches, and the piecewise graphs of other
+    /// batches, as CUDA graphs ([`CudaTuning::piecewise_graphs`]).
     pub use_cuda_graphs: bool,
     pub device_ordinal: usize,
 }
@@ -133,10 +143,11 @@ pub(crate) struct Workspace {
     meta: DeviceBuffer,
 }
 
-/// What the last step left on the device, for [`CudaRunner::last_logits`].
+/// What the last step left on the device, and how it ran.
 #[derive(Debug, Clone, Copy, Default)]
 struct LastStep {
     num_sampled: usize,
+    path: StepPath,
 }
 
 pub struct CudaRunner {
@@ -156,6 +167,8 @@ pub struct CudaRunner {
     sampled_host: PinnedBuffer<u64>,
     /// Decode graphs by (padded batch size, attention splits).
     graphs: HashMap<(usize, usize), CudaGraph>,
+    /// Piecewise graphs by token bucket.
+    pieces: HashMap<usize, piecewise::PieceGraphs>,
     max_splits: usize,
     use_graphs: bool,
     last: LastStep,
@@ -319,6 +332,7 @@ impl CudaRunner {
             meta_host,
             sampled_host,
             graphs: HashMap::new(),
+            pieces: HashMap::new(),
             max_splits,
             use_graphs: rc.use_cuda_graphs,
             last: LastStep::default(),

@@ -6,7 +6,7 @@
 //! same KV slots.
 
 use super::device::{self, dev_err};
-use super::meta::pack_step;
+use super::meta::{pack_step, Padding};
 use super::CudaRunner;
 use crate::runner::{RunnerError, ScheduledBatch};
 use cudarc::driver::sys;
@@ -60,7 +60,13 @@ impl CudaRunner {
             Ok(Data::new(v).median())
         };
         let pack = time(&mut || {
-            pack_step(batch, &self.limits, Some(b), self.meta_host.as_mut_slice()).map(|_| ())
+            pack_step(
+                batch,
+                &self.limits,
+                Padding::Sequences(b),
+                self.meta_host.as_mut_slice(),
+            )
+            .map(|_| ())
         })?;
         let graph = &self.graphs[&(b, nsplit)];
         let graph_and_wait = time(&mut || {
@@ -73,7 +79,12 @@ impl CudaRunner {
         let end = ctx.new_event(flags).map_err(|e| dev_err("event", e))?;
         let mut spans = Vec::with_capacity(reps);
         for _ in 0..reps {
-            let lay = pack_step(batch, &self.limits, Some(b), self.meta_host.as_mut_slice())?;
+            let lay = pack_step(
+                batch,
+                &self.limits,
+                Padding::Sequences(b),
+                self.meta_host.as_mut_slice(),
+            )?;
             start
                 .record(&self.stream)
                 .map_err(|e| dev_err("event record", e))?;

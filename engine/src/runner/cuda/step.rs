@@ -1,16 +1,30 @@
 //! One step on the device: pack and copy the metadata, then replay the decode
-//! graph of the batch's bucket (capturing it on first use) or enqueue the
-//! forward pass eagerly, and wait for the sampled tokens. They need no copy
+//! graph of the batch's bucket (capturing it on first use), or launch the
+//! piecewise graphs of its token bucket with the attention between them
+//! (piecewise.rs), or enqueue the forward pass eagerly ([`StepPath`]), and
+//! wait for the sampled tokens. They need no copy
 //! back: `argmax_rows` writes them into page-locked host memory (head.rs),
 //! where the host watches for them. Against a copy back and a wait for the
 //! stream, that made a step about 5 µs shorter at batch 64 and 13 µs at
 //! batch 1 on the H200 (results/h200/step_overheads.txt).
 
 use super::device::{self, copy_dtoh_async, copy_htod_async, dev_err};
-use super::meta::{argmax_index, pack_step, StepLayout};
+use super::meta::{argmax_index, pack_step, Padding, StepLayout};
 use super::{CudaRunner, LastStep, DECODE_MIN_KEYS_PER_SPLIT, GRAPH_BUCKETS, SKIP_HEAD};
 use crate::runner::{RunnerError, ScheduledBatch};
 use cudarc::driver::{sys, CudaGraph};
+
+/// How a step ran ([`CudaRunner::last_step_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StepPath {
+    /// Every kernel launched from the host.
+    #[default]
+    Eager,
+    /// A decode-only batch, from the decode graph of `bucket` sequences.
+    DecodeGraph { bucket: usize },
+    /// From the piecewise graphs of `bucket` token rows, attention and head eager.
+    Piecewise { bucket: usize },
+}
 
 /// Splits of each of `n_dec` decode entries' attention, a unit being one
 /// (entry, KV head, split) worked on by `warps_per_unit` warps: enough warps
@@ -74,8 +88,10 @@ impl CudaRunner {
         self.buckets().find(|&b| b >= n)
     }
 
-    /// Captures the decode graph of every batch-size bucket now, so that no
-    /// later step pays for a capture (steps timed in real mode stay uniform).
+    /// Captures the decode graph of every batch-size bucket now, then the
+    /// piecewise graphs of every token bucket (piecewise.rs), so that no later
+    /// step pays for a capture (steps timed in real mode stay uniform). The
+    /// decode graphs come first, as before piecewise graphs existed.
     pub fn warm_up_graphs(&mut self) -> Result<(), RunnerError> {
         if !self.use_graphs {
             return Ok(());
@@ -89,7 +105,7 @@ impl CudaRunner {
             let graph = self.capture(&StepLayout::new(b, b, b, b, 0, 1), nsplit)?;
             self.graphs.insert((b, nsplit), graph);
         }
-        Ok(())
+        self.warm_up_pieces()
     }
 
     /// Logits (fp32, `[vocab]` each) of the sequences that sampled in the last
@@ -112,16 +128,13 @@ impl CudaRunner {
     }
 
     pub(super) fn run_step(&mut self, batch: &ScheduledBatch<'_>) -> Result<Vec<u32>, RunnerError> {
-        let decode_only = batch
-            .seqs
-            .iter()
-            .all(|s| s.token_ids.len() == 1 && s.samples);
-        let bucket = if self.use_graphs && decode_only {
-            self.bucket_for(batch.seqs.len())
-        } else {
-            None
+        let path = self.path_for(batch);
+        let pad = match path {
+            StepPath::DecodeGraph { bucket } => Padding::Sequences(bucket),
+            StepPath::Piecewise { bucket } => Padding::Tokens(bucket),
+            StepPath::Eager => Padding::None,
         };
-        let lay = pack_step(batch, &self.limits, bucket, self.meta_host.as_mut_slice())?;
+        let lay = pack_step(batch, &self.limits, pad, self.meta_host.as_mut_slice())?;
         self.copy_meta(&lay)?;
         // Zero keys: `argmax_rows` writes every sampled row's, padded rows too (wait_for_keys).
         self.sampled_host.as_mut_slice()[..lay.num_sampled].fill(0);
@@ -131,8 +144,8 @@ impl CudaRunner {
             .map(|s| s.start_pos + s.token_ids.len())
             .max()
             .unwrap_or(1);
-        match bucket {
-            Some(b) => {
+        match path {
+            StepPath::DecodeGraph { bucket: b } => {
                 let nsplit = self.decode_splits(b, None);
                 if !self.graphs.contains_key(&(b, nsplit)) {
                     let graph = self.capture(&lay, nsplit)?;
@@ -141,7 +154,12 @@ impl CudaRunner {
                 let graph = &self.graphs[&(b, nsplit)];
                 graph.launch().map_err(|e| dev_err("graph launch", e))?;
             }
-            None => self.enqueue_forward(
+            StepPath::Piecewise { bucket } => {
+                self.ensure_pieces(bucket)?;
+                let nsplit = self.decode_splits(lay.num_decodes, Some(max_ctx));
+                self.launch_piecewise(&lay, bucket, nsplit)?;
+            }
+            StepPath::Eager => self.enqueue_forward(
                 &lay,
                 self.decode_splits(lay.num_decodes, Some(max_ctx)),
                 false,
@@ -150,6 +168,7 @@ impl CudaRunner {
         let n_real = batch.seqs.iter().filter(|s| s.samples).count();
         self.last = LastStep {
             num_sampled: n_real,
+            path,
         };
         if lay.num_sampled == 0 || self.skips(SKIP_HEAD) {
             // Nothing to wait for in host memory: wait for the stream (the next step's packing
@@ -163,6 +182,31 @@ impl CudaRunner {
             .iter()
             .map(|&key| argmax_index(key))
             .collect())
+    }
+
+    /// How `batch` runs: a decode-only batch from its bucket's decode graph,
+    /// another from the piecewise graphs of its token bucket, or eagerly
+    /// (graphs off, or more tokens than piecewise graphs take).
+    fn path_for(&self, batch: &ScheduledBatch<'_>) -> StepPath {
+        let decode_only = batch
+            .seqs
+            .iter()
+            .all(|s| s.token_ids.len() == 1 && s.samples);
+        let path = if decode_only {
+            self.use_graphs
+                .then(|| self.bucket_for(batch.seqs.len()))
+                .flatten()
+                .map(|bucket| StepPath::DecodeGraph { bucket })
+        } else {
+            self.piece_bucket(batch.num_tokens())
+                .map(|bucket| StepPath::Piecewise { bucket })
+        };
+        path.unwrap_or(StepPath::Eager)
+    }
+
+    /// How the last step ran.
+    pub fn last_step_path(&self) -> StepPath {
+        self.last.path
     }
 
     /// Waits until `argmax_rows` has written all `n` keys of the step into
@@ -200,17 +244,22 @@ impl CudaRunner {
     /// ([`super::CudaTuning::gemm_tuning`]), the GEMM shapes not tuned yet are
     /// noted first and tuned (gemm_lt.rs), so that the graph has their plans.
     fn capture(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
-        self.note_gemms(lay, nsplit)?;
+        self.note_gemms(&|| self.enqueue_forward(lay, nsplit, true))?;
         self.gemm.tune_noted();
-        self.capture_once(lay, nsplit)
+        Ok(self
+            .capture_graph(|| self.enqueue_forward(lay, nsplit, true))?
+            .0)
     }
 
-    /// Captures the forward pass without instantiating it, only for the GEMM
-    /// shapes it notes (gemm_lt.rs). A graph instantiated and thrown away
-    /// here made the one captured after it run 0.08 ms slower at batch 64 on
-    /// the H200 (measured while graphs were uploaded at capture;
+    /// Captures what `enqueue` enqueues without instantiating it, only for
+    /// the GEMM shapes it notes (gemm_lt.rs). A graph instantiated and thrown
+    /// away here made the one captured after it run 0.08 ms slower at batch
+    /// 64 on the H200 (measured while graphs were uploaded at capture;
     /// docs/performance.md); nothing here needs an instance.
-    fn note_gemms(&self, lay: &StepLayout, nsplit: usize) -> Result<(), RunnerError> {
+    pub(super) fn note_gemms(
+        &self,
+        enqueue: &dyn Fn() -> Result<(), RunnerError>,
+    ) -> Result<(), RunnerError> {
         if !self.gemm.lt.enabled() {
             return Ok(());
         }
@@ -219,7 +268,7 @@ impl CudaRunner {
             .map_err(|e| dev_err("begin graph capture", e))?;
         // Only once capturing: a failed start must not leave every later GEMM noting.
         self.gemm.lt.set_noting(true);
-        let enq = self.enqueue_forward(lay, nsplit, true);
+        let enq = enqueue();
         self.gemm.lt.set_noting(false);
         let graph = unsafe { cudarc::driver::result::stream::end_capture(self.stream.cu_stream()) }
             .map_err(|e| dev_err("end graph capture", e))?;
@@ -230,13 +279,17 @@ impl CudaRunner {
         enq
     }
 
-    fn capture_once(&self, lay: &StepLayout, nsplit: usize) -> Result<CudaGraph, RunnerError> {
+    /// Captures what `enqueue` enqueues into a graph, with what it returned.
+    pub(super) fn capture_graph<R>(
+        &self,
+        enqueue: impl FnOnce() -> Result<R, RunnerError>,
+    ) -> Result<(CudaGraph, R), RunnerError> {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| dev_err("begin graph capture", e))?;
-        let enq = self.enqueue_forward(lay, nsplit, true);
+        let enq = enqueue();
         let end = self.stream.end_capture(sys::CUgraphInstantiate_flags(0));
-        enq?;
+        let out = enq?;
         let graph = end
             .map_err(|e| dev_err("end graph capture", e))?
             .ok_or_else(|| RunnerError::Device {
@@ -247,7 +300,7 @@ impl CudaRunner {
         // at capture, the later ones ran about 5 % slower at every launch (batch 64 with all 13
         // buckets captured: 1.70 ms a step uploaded, 1.62 left to its first launch;
         // docs/performance.md). The first launch uploads it instead.
-        Ok(graph)
+        Ok((graph, out))
     }
 }
 

@@ -4,8 +4,9 @@
 //!
 //! Contract: [`CudaRunner::set_tuning`] checks the settings against the
 //! model (a fixed decode kernel must handle its shape), then drops every
-//! captured decode graph, so that the next decode step of each bucket
-//! captures one with the new settings; eager steps use them at once.
+//! captured graph (decode graphs and piecewise graphs), so that the next
+//! step of each bucket captures them with the new settings; eager steps use
+//! them at once.
 
 use super::decode::DecodeKernel;
 use super::gemm_lt::GemmTuneReport;
@@ -23,6 +24,18 @@ pub const SKIP_HEAD: u32 = 8;
 /// every SM's memory pipe busy (`engine-bench --tune` times 1024, 2048 and
 /// 4096 for each kernel and batch: results/h200/tune.csv).
 pub const DECODE_TARGET_WARPS: usize = 2048;
+
+/// Most tokens of a step that runs piecewise-graphed
+/// ([`CudaTuning::piecewise_max_tokens`]): beyond it the GPU's work hides
+/// the eager launches, so graphs would only cost warm-up time and memory.
+/// Qwen3-0.6B on the H200: a 512-token prefill takes 2.67 ms eagerly, its
+/// GEMMs alone 1.19 ms and its attention about 0.85 (results/h200/
+/// profile.csv); its GPU work (about 2.5 ms) is then about as long as the
+/// same launches take the host on a slow machine (a 64-token prefill, as
+/// many launches, 1.35–2.31 ms: docs/performance.md), and at 1,024 tokens
+/// about twice as long. `engine-bench --mixed` times prefills of 256 to
+/// 2,048 tokens both ways, to check.
+pub const PIECEWISE_MAX_TOKENS: usize = 1024;
 
 /// Tuning settings of a [`CudaRunner`]; `CudaTuning::default()` is what the
 /// runner starts with.
@@ -55,12 +68,22 @@ pub struct CudaTuning {
     /// (`false`; the `full_unfused_rope` rows of `engine-bench --profile`,
     /// results/h200/profile.csv).
     pub fuse_rope: bool,
-    /// Before a decode graph is captured, time each of its cuBLAS shapes
+    /// Before a decode graph or a token bucket's pieces are captured, time
+    /// each of their cuBLAS shapes
     /// against cuBLASLt's heuristic offers and run the fastest (`true`,
     /// gemm_lt.rs; what each shape measured goes to `engine-bench`'s
     /// results/h200/gemm_tuning.csv), or `cublasGemmEx` everywhere (`false`;
     /// the plans tuned so far are kept for when it is turned on again).
     pub gemm_tuning: bool,
+    /// Run steps that are not decode-only (prefill chunks, mixed batches) of
+    /// up to [`Self::piecewise_max_tokens`] tokens from piecewise CUDA
+    /// graphs (`true`, piecewise.rs), or eagerly (`false`, for A/B runs).
+    /// Like every graph, only where the runner was built with
+    /// `use_cuda_graphs`.
+    pub piecewise_graphs: bool,
+    /// Most tokens of a piecewise-graphed step ([`PIECEWISE_MAX_TOKENS`]);
+    /// longer steps run eagerly.
+    pub piecewise_max_tokens: usize,
     /// Profiling only: the kernel groups left out (`SKIP_*` bits; 0: none).
     /// Outputs are then wrong; the difference in step time is what a group
     /// costs (`engine-bench --profile`, results/h200/profile.csv).
@@ -77,13 +100,15 @@ impl Default for CudaTuning {
             pdl: true,
             fuse_rope: true,
             gemm_tuning: true,
+            piecewise_graphs: true,
+            piecewise_max_tokens: PIECEWISE_MAX_TOKENS,
             profile_skip: 0,
         }
     }
 }
 
 impl CudaRunner {
-    /// Applies `tuning` and drops the captured decode graphs (module docs);
+    /// Applies `tuning` and drops the captured graphs (module docs);
     /// a fixed decode kernel that does not handle the model's shape is an
     /// error, and leaves the settings as they were.
     pub fn set_tuning(&mut self, tuning: CudaTuning) -> Result<(), RunnerError> {
@@ -100,6 +125,7 @@ impl CudaRunner {
         self.gemm.lt.set_enabled(tuning.gemm_tuning);
         self.tuning = tuning;
         self.graphs.clear();
+        self.pieces.clear();
         Ok(())
     }
 
@@ -150,5 +176,7 @@ mod tests {
         );
         assert!(t.skinny_gemm && t.pdl && t.fuse_rope && t.gemm_tuning);
         assert_eq!(t.decode_target_warps, DECODE_TARGET_WARPS);
+        assert!(t.piecewise_graphs);
+        assert_eq!(t.piecewise_max_tokens, PIECEWISE_MAX_TOKENS);
     }
 }

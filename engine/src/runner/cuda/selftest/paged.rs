@@ -8,7 +8,7 @@ use crate::runner::cuda::decode::{
     enqueue_decode_attention, scale_log2, DecodeArgs, DecodeKernel, RopeArgs,
 };
 use crate::runner::cuda::device::{self, DeviceBuffer};
-use crate::runner::cuda::meta::{pack_step, BatchLimits, StepLayout};
+use crate::runner::cuda::meta::{pack_step, BatchLimits, Padding, StepLayout};
 use crate::runner::{attention_tile_tokens, RunnerError, ScheduledBatch, ScheduledSeq};
 use rand::seq::SliceRandom;
 
@@ -69,7 +69,7 @@ impl PagedBatch {
             tokens_per_tile: attention_tile_tokens(nq, nkv),
         };
         let mut meta = vec![0i32; 8192];
-        let lay = pack_step(&batch, &lim, None, &mut meta)?;
+        let lay = pack_step(&batch, &lim, Padding::None, &mut meta)?;
         meta.truncate(lay.total);
         Ok(Self {
             tables,
