@@ -95,7 +95,9 @@ pub fn gemm_padded_rows(m: usize) -> usize {
 }
 
 /// New tokens of one prefill attention tile of the CUDA runner: its tiles
-/// hold 64 rows of (token, query head of a KV head's group).
+/// hold 64 rows of (token, query head of a KV head's group), so as many whole
+/// tokens as fit, `64 / group` (a group of 5 takes 12 tokens in 60 rows and
+/// leaves 4 rows masked).
 pub fn attention_tile_tokens(num_q_heads: usize, num_kv_heads: usize) -> usize {
     let group = (num_q_heads / num_kv_heads.max(1)).max(1);
     (64 / group).max(1)
@@ -199,7 +201,18 @@ pub trait ModelRunner {
 
 #[cfg(test)]
 mod tests {
-    use super::gemm_padded_rows;
+    use super::{attention_tile_tokens, gemm_padded_rows};
+
+    #[test]
+    fn a_tile_holds_the_whole_tokens_of_the_group_that_fit_64_rows() {
+        // Qwen3 0.6b/1.7b, 4b/8b, 14b, 32b: 16, 32, 40 and 64 query heads over 8.
+        let tokens: Vec<usize> = [16, 24, 32, 40, 64]
+            .iter()
+            .map(|&nq| attention_tile_tokens(nq, 8))
+            .collect();
+        assert_eq!(tokens, [32, 21, 16, 12, 8]);
+        assert_eq!(attention_tile_tokens(128, 1), 1);
+    }
 
     #[test]
     fn gemm_padded_rows_fall_into_few_classes_and_never_shrink() {

@@ -72,11 +72,11 @@ pub use decode::DecodeKernel;
 pub use gemm_lt::GemmTuneReport;
 pub use linear::SPLIT_K_MAX;
 pub use overheads::StepOverheads;
-pub use selftest::{kernel_self_test, KernelCheck};
+pub use selftest::{attention_self_test, kernel_self_test, KernelCheck};
+pub use synthetic::synthetic_weights_self_test;
 pub use tuning::{
     CudaTuning, DECODE_TARGET_WARPS, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
 };
-pub use synthetic::synthetic_weights_self_test;
 
 /// Most splits of one sequence's decode attention.
 const MAX_DECODE_SPLITS: usize = 64;
@@ -225,23 +225,22 @@ impl CudaRunner {
                 "invalid runner settings {rc:?}"
             )));
         }
-        if !cfg.hidden_size.is_multiple_of(4)
-            || cfg.hidden_size > 4096
-            || !cfg.intermediate_size.is_multiple_of(8)
-        {
+        if !cfg.intermediate_size.is_multiple_of(8) {
             return Err(RunnerError::Model(format!(
-                "the CUDA kernels need hidden_size % 4 == 0 and <= 4096 (got {}), intermediate_size % 8 == 0 (got {})",
-                cfg.hidden_size, cfg.intermediate_size
+                "the CUDA kernels need intermediate_size % 8 == 0 (got {})",
+                cfg.intermediate_size
             )));
         }
-        let (ctx, stream) = device::open_device(rc.device_ordinal)?;
-        weights::check_fits(&ctx, cfg, rc)?;
-        let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let shape = KernelShape {
             head_dim: cfg.head_dim,
             num_q_heads: cfg.num_attention_heads,
             num_kv_heads: cfg.num_key_value_heads,
+            hidden_size: cfg.hidden_size,
         };
+        kernels::check_shape(&shape).map_err(RunnerError::Model)?;
+        let (ctx, stream) = device::open_device(rc.device_ordinal)?;
+        weights::check_fits(&ctx, cfg, rc)?;
+        let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let kernels = Kernels::compile(&ctx, shape)?;
         let gemm = Gemm::new(&ctx, &stream)?;
         let dw = weights::build(&ctx, &stream, cfg, weights, rc.max_model_len)?;
