@@ -189,6 +189,45 @@ pub enum RunnerError {
     },
     #[error("batch rejected: {0}")]
     BadBatch(String),
+    /// The SMs asked for cannot be had (the CUDA runner's `sm_count`).
+    #[error(transparent)]
+    SmCount(#[from] SmCountError),
+}
+
+/// Why a runner cannot run on the number of SMs it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SmCountError {
+    #[error("an SM count of 0 leaves nothing to run on")]
+    Zero,
+    #[error("{asked} SMs asked for; the device has {device}")]
+    MoreThanDevice { asked: usize, device: usize },
+    /// The driver splits SMs in groups of a granularity: `offered` are the
+    /// counts it gives (the whole device last).
+    #[error(
+        "the driver cannot give exactly {asked} SMs; it gives {}",
+        offered_text(offered)
+    )]
+    NotOffered { asked: usize, offered: Vec<usize> },
+}
+
+/// `8, 16, 24, ..., 128 or 132`: a list of counts, long runs elided.
+fn offered_text(offered: &[usize]) -> String {
+    let text = |v: &[usize]| {
+        v.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match offered {
+        [] => "none".into(),
+        [one] => one.to_string(),
+        [init @ .., last] if init.len() > 6 => format!(
+            "{}, ..., {} or {last}",
+            text(&init[..3]),
+            init[init.len() - 1]
+        ),
+        [init @ .., last] => format!("{} or {last}", text(init)),
+    }
 }
 
 /// Executes scheduled batches. Implemented by the CPU reference runner, the
@@ -201,7 +240,7 @@ pub trait ModelRunner {
 
 #[cfg(test)]
 mod tests {
-    use super::{attention_tile_tokens, gemm_padded_rows};
+    use super::{attention_tile_tokens, gemm_padded_rows, SmCountError};
 
     #[test]
     fn a_tile_holds_the_whole_tokens_of_the_group_that_fit_64_rows() {
@@ -212,6 +251,31 @@ mod tests {
             .collect();
         assert_eq!(tokens, [32, 21, 16, 12, 8]);
         assert_eq!(attention_tile_tokens(128, 1), 1);
+    }
+
+    #[test]
+    fn an_sm_count_error_names_what_can_be_had() {
+        let e = SmCountError::NotOffered {
+            asked: 12,
+            offered: (1..=16).map(|k| 8 * k).chain([132]).collect(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the driver cannot give exactly 12 SMs; it gives 8, 16, 24, ..., 128 or 132"
+        );
+        let e = SmCountError::NotOffered {
+            asked: 3,
+            offered: vec![8, 16, 20],
+        };
+        assert_eq!(
+            e.to_string(),
+            "the driver cannot give exactly 3 SMs; it gives 8, 16 or 20"
+        );
+        let e = SmCountError::MoreThanDevice {
+            asked: 200,
+            device: 132,
+        };
+        assert_eq!(e.to_string(), "200 SMs asked for; the device has 132");
     }
 
     #[test]

@@ -190,6 +190,7 @@ pub fn build(
                 max_model_len: limits.max_model_len,
                 use_cuda_graphs: true,
                 device_ordinal: 0,
+                sm_count: None,
             };
             let mut cuda = CudaRunner::new(config, weights, &rc).map_err(runner_err)?;
             // Every decode graph captured up front; warm_up below then

@@ -52,6 +52,7 @@ fn runner_config(max_len: usize, budget: usize, blocks: usize) -> CudaRunnerConf
         max_model_len: max_len,
         use_cuda_graphs: true,
         device_ordinal: 0,
+        sm_count: None,
     }
 }
 

@@ -55,6 +55,7 @@ fn main() -> anyhow::Result<()> {
         max_model_len: 4096,
         use_cuda_graphs: !a.eager,
         device_ordinal: 0,
+        sm_count: None,
     };
     let t = Instant::now();
     let mut r = CudaRunner::new(&cfg, &w, &rc)?;

@@ -307,3 +307,11 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
         }
     }
 }
+
+// Grid-stride copy of n 16-byte words: the runner times it at start for the copy bandwidth its
+// SMs get (copy_bw.rs; a copy-engine memcpy would not depend on the SMs).
+extern "C" __global__ void __launch_bounds__(256) copy_words(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                            long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = src[i];
+}

@@ -90,6 +90,7 @@ pub(crate) struct Kernels {
     pub attn_decode_block_w8u4_rope: CudaFunction,
     pub attn_decode_heads_u4_rope: CudaFunction,
     pub attn_combine: CudaFunction,
+    pub copy_words: CudaFunction,
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
     /// `skinny_gemm[i]` handles up to `16 * (i + 1)` rows.
@@ -181,6 +182,7 @@ impl Kernels {
             attn_decode_block_w8u4_rope: f("attn_decode_block_w8u4_rope")?,
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
             attn_combine: f("attn_combine")?,
+            copy_words: f("copy_words")?,
             skinny_gemm: [
                 f("skinny_gemm_1")?,
                 f("skinny_gemm_2")?,

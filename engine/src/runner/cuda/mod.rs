@@ -29,19 +29,25 @@
 //! [`CudaRunner::set_tuning`]. The KV cache holds `num_kv_blocks()` blocks
 //! (block 0, the null block, included), either as configured or as many as
 //! `gpu_memory_utilization` leaves room for.
+//! With [`CudaRunnerConfig::sm_count`] the runner runs in a CUDA green
+//! context of that many SMs (green.rs); at start it measures the copy
+//! bandwidth its SMs get ([`CudaRunner::measured_copy_bandwidth`], copy_bw.rs).
 //!
 //! Failures are errors: no driver or GPU ([`RunnerError::NoDevice`]), NVRTC
 //! failure with its log ([`RunnerError::Compile`]), a model that does not fit
 //! the device, checked before anything is allocated ([`RunnerError::Memory`]),
 //! too little memory for the KV cache ([`RunnerError::OutOfMemory`]), malformed batches
-//! ([`RunnerError::BadBatch`]).
+//! ([`RunnerError::BadBatch`]), an SM count the driver cannot give
+//! ([`RunnerError::SmCount`]).
 
+mod copy_bw;
 mod decode;
 mod device;
 mod forward;
 mod gemm;
 mod gemm_lt;
 mod gemm_lt_desc;
+mod green;
 mod head;
 mod kernels;
 mod linear;
@@ -97,6 +103,8 @@ pub struct CudaRunnerConfig {
     /// Capture decode-only batches as CUDA graphs.
     pub use_cuda_graphs: bool,
     pub device_ordinal: usize,
+    /// Run in a green context of this many SMs (`None`: the whole GPU).
+    pub sm_count: Option<usize>,
 }
 
 impl From<&EngineConfig> for CudaRunnerConfig {
@@ -110,6 +118,7 @@ impl From<&EngineConfig> for CudaRunnerConfig {
             max_model_len: e.max_model_len,
             use_cuda_graphs: true,
             device_ordinal: 0,
+            sm_count: None,
         }
     }
 }
@@ -161,6 +170,11 @@ pub struct CudaRunner {
     last: LastStep,
     device_name: String,
     tuning: CudaTuning,
+    sm_count: usize,
+    copy_bandwidth: f64,
+    /// The green context behind `_ctx`, if any: the last field, so that it is
+    /// dropped after everything that uses the context.
+    _green: Option<green::GreenContext>,
 }
 
 fn workspace(
@@ -238,10 +252,12 @@ impl CudaRunner {
             hidden_size: cfg.hidden_size,
         };
         kernels::check_shape(&shape).map_err(RunnerError::Model)?;
-        let (ctx, stream) = device::open_device(rc.device_ordinal)?;
+        let dev = green::open(rc.device_ordinal, rc.sm_count)?;
+        let (ctx, stream) = (dev.ctx.clone(), dev.stream.clone());
         weights::check_fits(&ctx, cfg, rc)?;
         let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let kernels = Kernels::compile(&ctx, shape)?;
+        let copy_bandwidth = copy_bw::measure(&ctx, &stream, &kernels, dev.sm_count)?;
         let gemm = Gemm::new(&ctx, &stream)?;
         let dw = weights::build(&ctx, &stream, cfg, weights, rc.max_model_len)?;
 
@@ -323,6 +339,9 @@ impl CudaRunner {
             last: LastStep::default(),
             device_name,
             tuning: CudaTuning::default(),
+            sm_count: dev.sm_count,
+            copy_bandwidth,
+            _green: dev.green,
         })
     }
 
@@ -351,39 +370,4 @@ impl ModelRunner for CudaRunner {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_driver_is_an_error_not_a_panic() {
-        // Only meaningful where no NVIDIA driver is installed (CI, this build machine).
-        if unsafe { cudarc::driver::sys::is_culib_present() } {
-            return;
-        }
-        let cfg = Qwen3Config::tiny();
-        let w = Qwen3Weights::synthetic(&cfg, 1);
-        let rc = CudaRunnerConfig::from(&EngineConfig::default());
-        match CudaRunner::new(&cfg, &w, &rc) {
-            Err(RunnerError::NoDevice(msg)) => assert!(msg.contains("libcuda"), "{msg}"),
-            Err(e) => panic!("expected NoDevice, got {e}"),
-            Ok(_) => panic!("constructed a CUDA runner without a driver"),
-        }
-    }
-
-    #[test]
-    fn settings_come_from_the_engine_config() {
-        let e = EngineConfig {
-            block_size: 32,
-            num_gpu_blocks: Some(99),
-            max_num_seqs: 7,
-            ..EngineConfig::default()
-        };
-        let rc = CudaRunnerConfig::from(&e);
-        assert_eq!(
-            (rc.block_size, rc.num_gpu_blocks, rc.max_num_seqs),
-            (32, Some(99), 7)
-        );
-        assert_eq!(rc.max_num_batched_tokens, e.max_num_batched_tokens);
-        assert!(rc.use_cuda_graphs);
-    }
-}
+mod tests;
