@@ -3,9 +3,10 @@
 
 Assembles the source exactly as engine/src/runner/cuda/kernels.rs does (the
 shape #defines, then the .cu files in the order of its format! string), for
-every model shape the runner is tested with, and prints NVRTC's log with
-ptxas's registers, shared memory and spills per kernel (--verbose). Exits
-non-zero when any shape fails to compile.
+every model shape the runner is tested with, and compiles synthetic.cu (its
+own module, no defines); prints NVRTC's log with ptxas's registers, shared
+memory and spills per kernel (--verbose). Exits non-zero when any source
+fails to compile.
 
 NVRTC and the CUDA headers come from NVIDIA's pip wheels (CI pins 13.0, the
 H200 machine's CUDA):
@@ -23,9 +24,28 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "engine", "src", "runner", "cuda")
-# (head_dim, query heads, KV heads): Qwen3-0.6B and the self-tests' shapes, plus
-# a head_dim that is not a power of two and a wide GQA group.
-SHAPES = [(128, 16, 8), (32, 4, 2), (64, 8, 8), (96, 8, 8), (256, 8, 1)]
+# (head_dim, query heads, KV heads, hidden size): the Qwen3 dense family
+# (groups 2, 4, 5 and 8; hidden up to 5120), the group-3 self-test shape, the
+# other self-tests' shapes, a head_dim that is not a power of two and a wide
+# GQA group.
+SHAPES = [
+    (128, 16, 8, 1024),
+    (128, 16, 8, 2048),
+    (128, 32, 8, 4096),
+    (128, 40, 8, 5120),
+    (128, 64, 8, 5120),
+    (128, 64, 8, 8192),
+    (128, 24, 8, 3072),
+    (32, 4, 2, 128),
+    (64, 8, 8, 512),
+    (96, 8, 8, 768),
+    (256, 8, 1, 2048),
+]
+
+
+def norm_chunks(hidden):
+    """NORM_CHUNKS as kernels.rs computes it (KernelShape::norm_chunks)."""
+    return max(4, -(-hidden // (4 * 256)))
 
 
 def find(pattern):
@@ -44,6 +64,25 @@ def kernel_source_body():
     return "\n".join(open(os.path.join(SRC, files[name])).read() for name in order)
 
 
+def compile_source(lib, include, src, name, verbose):
+    """Compiles one source for sm_90; prints the verdict and the log; returns success."""
+    prog = ctypes.c_void_p()
+    lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernels.cu", 0, None, None)
+    opts = [b"--gpu-architecture=sm_90", b"--std=c++17", f"-I{include}".encode()]
+    if verbose:
+        opts.append(b"--ptxas-options=-v")
+    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    print(f"{name}: {'ok' if rc == 0 else f'FAILED (nvrtc {rc})'}")
+    text = log.value.decode(errors="replace").strip()
+    if text and (rc != 0 or verbose):
+        print(text)
+    return rc == 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--verbose", action="store_true", help="print ptxas resource usage per kernel")
@@ -55,23 +94,15 @@ def main():
     include = os.path.dirname(find("nvidia/cu*/include/cuda_bf16.h"))
     body = kernel_source_body()
     ok = True
-    for hd, nq, nkv in SHAPES:
-        src = f"#define HEAD_DIM {hd}\n#define NUM_Q_HEADS {nq}\n#define NUM_KV_HEADS {nkv}\n{body}"
-        prog = ctypes.c_void_p()
-        lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernels.cu", 0, None, None)
-        opts = [b"--gpu-architecture=sm_90", b"--std=c++17", f"-I{include}".encode()]
-        if args.verbose:
-            opts.append(b"--ptxas-options=-v")
-        rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
-        n = ctypes.c_size_t()
-        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-        log = ctypes.create_string_buffer(n.value)
-        lib.nvrtcGetProgramLog(prog, log)
-        print(f"head_dim {hd}, {nq} q heads, {nkv} kv heads: {'ok' if rc == 0 else f'FAILED (nvrtc {rc})'}")
-        text = log.value.decode(errors="replace").strip()
-        if text and (rc != 0 or args.verbose):
-            print(text)
-        ok &= rc == 0
+    for hd, nq, nkv, hidden in SHAPES:
+        src = (
+            f"#define HEAD_DIM {hd}\n#define NUM_Q_HEADS {nq}\n#define NUM_KV_HEADS {nkv}\n"
+            f"#define NORM_CHUNKS {norm_chunks(hidden)}\n{body}"
+        )
+        name = f"head_dim {hd}, {nq} q heads, {nkv} kv heads, hidden {hidden}"
+        ok &= compile_source(lib, include, src, name, args.verbose)
+    synthetic = open(os.path.join(SRC, "synthetic.cu")).read()
+    ok &= compile_source(lib, include, synthetic, "synthetic.cu", args.verbose)
     sys.exit(0 if ok else 1)
 
 

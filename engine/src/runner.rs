@@ -99,7 +99,9 @@ pub fn gemm_padded_rows(m: usize) -> usize {
 }
 
 /// New tokens of one prefill attention tile of the CUDA runner: its tiles
-/// hold 64 rows of (token, query head of a KV head's group).
+/// hold 64 rows of (token, query head of a KV head's group), so as many whole
+/// tokens as fit, `64 / group` (a group of 5 takes 12 tokens in 60 rows and
+/// leaves 4 rows masked).
 pub fn attention_tile_tokens(num_q_heads: usize, num_kv_heads: usize) -> usize {
     let group = (num_q_heads / num_kv_heads.max(1)).max(1);
     (64 / group).max(1)
@@ -240,6 +242,45 @@ pub enum RunnerError {
     },
     #[error("batch rejected: {0}")]
     BadBatch(String),
+    /// The SMs asked for cannot be had (the CUDA runner's `sm_count`).
+    #[error(transparent)]
+    SmCount(#[from] SmCountError),
+}
+
+/// Why a runner cannot run on the number of SMs it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SmCountError {
+    #[error("an SM count of 0 leaves nothing to run on")]
+    Zero,
+    #[error("{asked} SMs asked for; the device has {device}")]
+    MoreThanDevice { asked: usize, device: usize },
+    /// The driver splits SMs in groups of a granularity: `offered` are the
+    /// counts it gives (the whole device last).
+    #[error(
+        "the driver cannot give exactly {asked} SMs; it gives {}",
+        offered_text(offered)
+    )]
+    NotOffered { asked: usize, offered: Vec<usize> },
+}
+
+/// `8, 16, 24, ..., 128 or 132`: a list of counts, long runs elided.
+fn offered_text(offered: &[usize]) -> String {
+    let text = |v: &[usize]| {
+        v.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match offered {
+        [] => "none".into(),
+        [one] => one.to_string(),
+        [init @ .., last] if init.len() > 6 => format!(
+            "{}, ..., {} or {last}",
+            text(&init[..3]),
+            init[init.len() - 1]
+        ),
+        [init @ .., last] => format!("{} or {last}", text(init)),
+    }
 }
 
 /// Executes scheduled batches. Implemented by the CPU reference runner, the
@@ -274,7 +315,9 @@ impl<R: ModelRunner + ?Sized> ModelRunner for Box<R> {
 
 #[cfg(test)]
 mod tests {
-    use super::{gemm_padded_rows, BatchShape, SeqShape, StepCounts};
+    use super::{
+        attention_tile_tokens, gemm_padded_rows, BatchShape, SeqShape, SmCountError, StepCounts,
+    };
 
     fn seq(new_tokens: u32, context_before: u32, samples: bool) -> SeqShape {
         SeqShape {
@@ -322,6 +365,42 @@ mod tests {
         let empty = BatchShape::default().counts();
         assert_eq!(empty, StepCounts::default());
         assert!(!empty.is_decode_only(), "an empty step is no decode step");
+    }
+
+    #[test]
+    fn a_tile_holds_the_whole_tokens_of_the_group_that_fit_64_rows() {
+        // Qwen3 0.6b/1.7b, 4b/8b, 14b, 32b: 16, 32, 40 and 64 query heads over 8.
+        let tokens: Vec<usize> = [16, 24, 32, 40, 64]
+            .iter()
+            .map(|&nq| attention_tile_tokens(nq, 8))
+            .collect();
+        assert_eq!(tokens, [32, 21, 16, 12, 8]);
+        assert_eq!(attention_tile_tokens(128, 1), 1);
+    }
+
+    #[test]
+    fn an_sm_count_error_names_what_can_be_had() {
+        let e = SmCountError::NotOffered {
+            asked: 12,
+            offered: (1..=16).map(|k| 8 * k).chain([132]).collect(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the driver cannot give exactly 12 SMs; it gives 8, 16, 24, ..., 128 or 132"
+        );
+        let e = SmCountError::NotOffered {
+            asked: 3,
+            offered: vec![8, 16, 20],
+        };
+        assert_eq!(
+            e.to_string(),
+            "the driver cannot give exactly 3 SMs; it gives 8, 16 or 20"
+        );
+        let e = SmCountError::MoreThanDevice {
+            asked: 200,
+            device: 132,
+        };
+        assert_eq!(e.to_string(), "200 SMs asked for; the device has 132");
     }
 
     #[test]

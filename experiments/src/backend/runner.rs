@@ -180,6 +180,7 @@ pub fn build(
                 max_model_len: limits.max_model_len,
                 use_cuda_graphs: true,
                 device_ordinal: 0,
+                sm_count: None,
             };
             let mut cuda =
                 CudaRunner::with_weights(config, weights.source(), &rc).map_err(runner_err)?;

@@ -14,7 +14,7 @@ use std::path::PathBuf;
     ArgGroup::new("parts")
         .required(true)
         .multiple(true)
-        .args(["quick", "errors", "engine", "cpu", "hf", "all"])
+        .args(["quick", "gqa", "errors", "engine", "cpu", "hf", "all"])
 ))]
 pub(crate) struct Args {
     /// Directory the CSV files go to.
@@ -31,9 +31,19 @@ pub(crate) struct Args {
         default_value = "tiny,qwen3-0.6b"
     )]
     pub models: Vec<String>,
-    /// Every kernel against a host computation.
+    /// Every kernel against a host computation (with --gqa's checks and the
+    /// synthetic weights generated on the GPU against the host's).
     #[arg(long)]
     pub quick: bool,
+    /// The attention kernels alone (prefill tiles, whole and chunked over
+    /// cached context, and every decode kernel) for groups of 2, 3, 4, 5 and
+    /// 8 query heads per KV head (128-dim heads, 8 KV heads).
+    #[arg(long)]
+    pub gqa: bool,
+    /// Build every runner in a CUDA green context of N SMs (the kernel
+    /// self-tests run on the whole GPU).
+    #[arg(long, value_name = "N", value_parser = positive())]
+    pub sm_count: Option<usize>,
     /// The runner's failure paths on the device (KV-cache sizing, out of memory).
     #[arg(long)]
     pub errors: bool,
@@ -51,7 +61,7 @@ pub(crate) struct Args {
     /// default each prompt is prefilled in one step, as transformers does).
     #[arg(long, value_name = "N", requires = "hf", value_parser = positive())]
     pub hf_budget: Option<usize>,
-    /// --quick, --errors, --engine and --cpu.
+    /// --quick (with --gqa), --errors, --engine and --cpu.
     #[arg(long)]
     pub all: bool,
 }
@@ -78,6 +88,11 @@ mod tests {
     fn every_part_is_selected_by_its_option() {
         let a = parse("--quick").unwrap();
         assert!(a.quick && !(a.errors || a.engine || a.cpu || a.all) && a.hf.is_empty());
+        let a = parse("--gqa").unwrap();
+        assert!(a.gqa && !(a.quick || a.errors || a.engine || a.cpu || a.all));
+        assert_eq!(a.sm_count, None);
+        let a = parse("--cpu --sm-count 16").unwrap();
+        assert_eq!(a.sm_count, Some(16));
         let a = parse("--errors --engine --cpu --all").unwrap();
         assert!(a.errors && a.engine && a.cpu && a.all && !a.quick);
         let a = parse("--hf a,b --hf-budget 64").unwrap();
@@ -106,7 +121,9 @@ mod tests {
             ErrorKind::MissingRequiredArgument
         );
         let msg = parse("").unwrap_err().to_string();
-        for part in ["--quick", "--errors", "--engine", "--cpu", "--hf", "--all"] {
+        for part in [
+            "--quick", "--gqa", "--errors", "--engine", "--cpu", "--hf", "--all",
+        ] {
             assert!(msg.contains(part), "{msg}");
         }
     }
@@ -125,6 +142,12 @@ mod tests {
             ErrorKind::MissingRequiredArgument
         );
         assert_eq!(error_kind("--quick --quik"), ErrorKind::UnknownArgument);
+        assert_eq!(error_kind("--cpu --sm-count 0"), ErrorKind::ValueValidation);
+        // An SM count alone checks nothing.
+        assert_eq!(
+            error_kind("--sm-count 8"),
+            ErrorKind::MissingRequiredArgument
+        );
         assert_eq!(error_kind("--cpu --out"), ErrorKind::InvalidValue);
     }
 }

@@ -1,9 +1,10 @@
 //! CUDA runner under the real engine loop: the same requests (shared prefixes,
 //! so prefix-cache hits happen, including within a step; a small token budget,
 //! so prefills are chunked and mixed with decodes) through `EngineCore` with
-//! the CPU runner and with the CUDA runner; outputs compared per request.
+//! the CPU runner and with the CUDA runner (whose synthetic weights are
+//! generated on the GPU, the same values); outputs compared per request.
 
-use engine::model::{Qwen3Config, Qwen3Weights};
+use engine::model::{Qwen3Config, Qwen3Weights, WeightSource};
 use engine::runner::cpu::CpuRunner;
 use engine::runner::cuda::{CudaRunner, CudaRunnerConfig};
 use engine::{EngineConfig, EngineCore, ModelRunner, Request, RequestId};
@@ -83,7 +84,7 @@ fn run<R: ModelRunner>(
 }
 
 /// Returns (pass, summary line).
-pub fn engine_e2e(model: &str) -> anyhow::Result<(bool, String)> {
+pub fn engine_e2e(model: &str, sm_count: Option<usize>) -> anyhow::Result<(bool, String)> {
     let cfg = Qwen3Config::preset(model)?;
     let w = Qwen3Weights::synthetic(&cfg, 77);
     let ec = EngineConfig {
@@ -105,7 +106,11 @@ pub fn engine_e2e(model: &str) -> anyhow::Result<(bool, String)> {
     } = run(&mut cpu, &reqs, |e: &EngineCore<CpuRunner>| {
         e.runner().last_logits().to_vec()
     })?;
-    let mut runner = CudaRunner::new(&cfg, &w, &CudaRunnerConfig::from(&ec))?;
+    let rc = CudaRunnerConfig {
+        sm_count,
+        ..CudaRunnerConfig::from(&ec)
+    };
+    let mut runner = CudaRunner::with_weights(&cfg, WeightSource::Synthetic { seed: 77 }, &rc)?;
     runner.warm_up_graphs()?;
     let mut gpu = EngineCore::new(ec.clone(), runner)?;
     let RunResult {

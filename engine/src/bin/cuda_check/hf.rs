@@ -22,6 +22,7 @@ pub fn vs_hf(
     budget: Option<usize>,
     csv: &mut String,
     date: &str,
+    sm_count: Option<usize>,
 ) -> anyhow::Result<bool> {
     let label = dir
         .file_name()
@@ -35,7 +36,12 @@ pub fn vs_hf(
     let steps = r.generated.iter().map(|g| g.len()).min().unwrap_or(0);
     let max_len = r.prompts.iter().map(|p| p.len()).max().unwrap_or(0) + steps + 16;
     let blocks = r.prompts.len() * max_len.div_ceil(BLOCK_SIZE) + 2;
-    let mut rc = runner_config(max_len.next_multiple_of(BLOCK_SIZE), budget, blocks);
+    let mut rc = runner_config(
+        max_len.next_multiple_of(BLOCK_SIZE),
+        budget,
+        blocks,
+        sm_count,
+    );
     rc.max_num_seqs = r.prompts.len().max(1);
     let mut cuda = CudaRunner::new(&cfg, &w, &rc)?;
     let forced = generate(

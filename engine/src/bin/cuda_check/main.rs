@@ -1,8 +1,15 @@
 //! `cuda-check`: correctness evidence for the CUDA runner.
 //!
-//! 1. `--quick`: every kernel against a host computation (PASS/FAIL each).
-//! 2. CUDA vs the CPU reference runner, same synthetic weights, `tiny` and
-//!    `qwen3-0.6b` shapes: several prompts at once with a small token budget
+//! 1. `--quick`: every kernel against a host computation (PASS/FAIL each),
+//!    the attention kernels of `--gqa`, and the synthetic weights generated on
+//!    the GPU against the host's, bit for bit. `--gqa` alone: the prefill
+//!    tiles (whole prompts, chunks over cached context) and every decode
+//!    kernel for 128-dim heads at 16, 24, 32, 40 and 64 query heads over 8 KV
+//!    heads (groups 2, 3, 4, 5, 8: the Qwen3 family's and one more), each
+//!    line naming its group.
+//! 2. CUDA vs the CPU reference runner, same synthetic weights (the CUDA
+//!    runner generates its own on the GPU), `tiny` and `qwen3-0.6b` shapes
+//!    (`--models`: presets or config.json directories): several prompts at once with a small token budget
 //!    (chunked prefills mixed with decodes, then decode-only graph steps), 64
 //!    sampled tokens each. Teacher forcing on the CPU's tokens gives the logit
 //!    differences and greedy agreement at every step; a free run gives the
@@ -19,7 +26,8 @@
 //!    the CUDA runner (chunked prefills, prefix-cache hits, graphs).
 //!
 //! Options: `cuda-check --help` (args.rs); `--all` runs parts 1, 2 and 4 and
-//! the failure paths (`--errors`). Every part runs even when an earlier one
+//! the failure paths (`--errors`, errors.rs); `--sm-count N` builds every
+//! runner in a green context of N SMs. Every part runs even when an earlier one
 //! fails; the exit code is non-zero when any check failed, 2 for a usage
 //! error (none of the parts given, among others).
 
@@ -27,22 +35,30 @@ mod args;
 mod compare;
 mod driver;
 mod engine_e2e;
+mod errors;
 mod hf;
 
 use clap::Parser as _;
 use compare::{compare, disagreement_cell, prefix_match};
 use driver::generate;
-use engine::model::{Qwen3Config, Qwen3Weights};
+use engine::model::{ModelSpec, Qwen3Weights, WeightSource};
 use engine::runner::cpu::CpuRunner;
-use engine::runner::cuda::{kernel_self_test, CudaRunner, CudaRunnerConfig};
-use engine::{ModelRunner, RunnerError};
+use engine::runner::cuda::{
+    attention_self_test, kernel_self_test, synthetic_weights_self_test, CudaRunner,
+    CudaRunnerConfig, KernelCheck,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
 
 const BLOCK_SIZE: usize = 16;
 
-fn runner_config(max_len: usize, budget: usize, blocks: usize) -> CudaRunnerConfig {
+fn runner_config(
+    max_len: usize,
+    budget: usize,
+    blocks: usize,
+    sm_count: Option<usize>,
+) -> CudaRunnerConfig {
     CudaRunnerConfig {
         block_size: BLOCK_SIZE,
         num_gpu_blocks: Some(blocks),
@@ -52,31 +68,81 @@ fn runner_config(max_len: usize, budget: usize, blocks: usize) -> CudaRunnerConf
         max_model_len: max_len,
         use_cuda_graphs: true,
         device_ordinal: 0,
+        sm_count,
     }
 }
 
-fn quick() -> bool {
+/// The CUDA runner's weights for a model whose host weights are `host`: the
+/// same values generated on the GPU where they are synthetic.
+fn cuda_weights<'a>(spec: &ModelSpec, seed: u64, host: &'a Qwen3Weights) -> WeightSource<'a> {
+    if spec.is_synthetic() {
+        WeightSource::Synthetic { seed }
+    } else {
+        WeightSource::Host(host)
+    }
+}
+
+/// Prints each check (PASS/FAIL, name, errors, note); returns whether all passed.
+fn report(checks: Vec<KernelCheck>) -> bool {
     let mut ok = true;
-    for (d, nq, nkv) in [(128, 16, 8), (32, 4, 2), (64, 8, 8)] {
-        for r in kernel_self_test(d, nq, nkv, 11) {
-            println!(
-                "{} {:<48} max_abs {:.3e} rel_l2 {:.3e} {}",
-                if r.pass { "PASS" } else { "FAIL" },
-                r.name,
-                r.max_abs_err,
-                r.rel_l2_err,
-                r.note
-            );
-            ok &= r.pass;
-        }
+    for r in checks {
+        println!(
+            "{} {:<48} max_abs {:.3e} rel_l2 {:.3e} {}",
+            if r.pass { "PASS" } else { "FAIL" },
+            r.name,
+            r.max_abs_err,
+            r.rel_l2_err,
+            r.note
+        );
+        ok &= r.pass;
     }
     ok
 }
 
+/// `(head_dim, query heads, KV heads)` of the `--gqa` checks: groups 2, 3,
+/// 4, 5 and 8 over Qwen3's 8 KV heads of 128 dimensions.
+const GQA_SHAPES: [(usize, usize, usize); 5] = [
+    (128, 16, 8),
+    (128, 24, 8),
+    (128, 32, 8),
+    (128, 40, 8),
+    (128, 64, 8),
+];
+
+/// The attention checks of every group in [`GQA_SHAPES`] except those
+/// `skip` already ran whole.
+fn gqa(skip: &[(usize, usize, usize)]) -> bool {
+    let mut ok = true;
+    for &(d, nq, nkv) in GQA_SHAPES.iter().filter(|s| !skip.contains(s)) {
+        ok &= report(attention_self_test(d, nq, nkv, 11));
+    }
+    ok
+}
+
+/// Every kernel at Qwen3-0.6B's attention shape, two small ones, and
+/// Qwen3-14B's (group 5, rows of 5,120: past the norm's four chunks a
+/// thread); the attention of the other `--gqa` groups; the synthetic weights.
+fn quick() -> bool {
+    let shapes = [(128, 16, 8), (32, 4, 2), (64, 8, 8), (128, 40, 8)];
+    let mut ok = true;
+    for (d, nq, nkv) in shapes {
+        ok &= report(kernel_self_test(d, nq, nkv, 11));
+    }
+    ok &= gqa(&shapes);
+    ok & report(synthetic_weights_self_test(7))
+}
+
 /// CUDA vs CPU on synthetic weights of `model`; appends CSV rows; returns pass.
-fn vs_cpu(model: &str, steps: usize, csv: &mut String, date: &str) -> anyhow::Result<bool> {
-    let cfg = Qwen3Config::preset(model)?;
-    let w = Qwen3Weights::synthetic(&cfg, 1234);
+fn vs_cpu(
+    model: &str,
+    steps: usize,
+    csv: &mut String,
+    date: &str,
+    sm_count: Option<usize>,
+) -> anyhow::Result<bool> {
+    let spec = ModelSpec::parse(model)?;
+    let cfg = spec.config.clone();
+    let w = spec.host_weights(1234)?;
     let mut rng = StdRng::seed_from_u64(99);
     let lens = if model == "tiny" {
         vec![37usize, 20, 70]
@@ -101,7 +167,8 @@ fn vs_cpu(model: &str, steps: usize, csv: &mut String, date: &str) -> anyhow::Re
         "[{model}] cpu reference: {:.1}s",
         t0.elapsed().as_secs_f64()
     );
-    let mut cuda = CudaRunner::new(&cfg, &w, &runner_config(max_len, budget, blocks))?;
+    let rc = runner_config(max_len, budget, blocks, sm_count);
+    let mut cuda = CudaRunner::with_weights(&cfg, cuda_weights(&spec, 1234, &w), &rc)?;
     // Capture every decode graph up front (the path real-mode runs use).
     cuda.warm_up_graphs()?;
     let ref_tokens: Vec<Vec<u32>> = reference.iter().map(|t| t.tokens.clone()).collect();
@@ -112,12 +179,12 @@ fn vs_cpu(model: &str, steps: usize, csv: &mut String, date: &str) -> anyhow::Re
     };
     let forced = run(&mut cuda, true)?;
     let free = run(&mut cuda, false)?;
-    let mut eager = CudaRunner::new(
+    let mut eager = CudaRunner::with_weights(
         &cfg,
-        &w,
+        cuda_weights(&spec, 1234, &w),
         &CudaRunnerConfig {
             use_cuda_graphs: false,
-            ..runner_config(max_len, budget, blocks)
+            ..rc
         },
     )?;
     let free_eager = run(&mut eager, false)?;
@@ -160,69 +227,6 @@ fn vs_cpu(model: &str, steps: usize, csv: &mut String, date: &str) -> anyhow::Re
     Ok(all_ok)
 }
 
-/// The runner's failure paths on a real device: KV-cache sizing from
-/// `gpu_memory_utilization`, and `OutOfMemory` (not a panic) when the cache cannot fit.
-fn error_paths() -> bool {
-    let cfg = Qwen3Config::tiny();
-    let w = Qwen3Weights::synthetic(&cfg, 3);
-    let base = runner_config(256, 32, 64);
-    let mut ok = true;
-    let mut report = |name: &str, pass: bool, detail: String| {
-        println!("{} {name}: {detail}", if pass { "PASS" } else { "FAIL" });
-        ok &= pass;
-    };
-    match CudaRunner::new(
-        &cfg,
-        &w,
-        &CudaRunnerConfig {
-            num_gpu_blocks: None,
-            gpu_memory_utilization: 0.3,
-            ..base.clone()
-        },
-    ) {
-        Ok(r) => report(
-            "kv blocks from gpu_memory_utilization 0.3",
-            r.num_kv_blocks() > 64,
-            format!("{} blocks", r.num_kv_blocks()),
-        ),
-        Err(e) => report(
-            "kv blocks from gpu_memory_utilization 0.3",
-            false,
-            format!("{:#}", anyhow::Error::from(e)),
-        ),
-    }
-    for (name, rc) in [
-        (
-            "num_gpu_blocks beyond memory",
-            CudaRunnerConfig {
-                num_gpu_blocks: Some(1 << 40),
-                ..base.clone()
-            },
-        ),
-        (
-            "gpu_memory_utilization too small",
-            CudaRunnerConfig {
-                num_gpu_blocks: None,
-                gpu_memory_utilization: 0.0001,
-                ..base.clone()
-            },
-        ),
-    ] {
-        match CudaRunner::new(&cfg, &w, &rc) {
-            Err(e @ (RunnerError::OutOfMemory { .. } | RunnerError::Memory(_))) => {
-                report(name, true, e.to_string())
-            }
-            Err(e) => report(
-                name,
-                false,
-                format!("wrong error: {:#}", anyhow::Error::from(e)),
-            ),
-            Ok(_) => report(name, false, "constructed a runner".into()),
-        }
-    }
-    ok
-}
-
 fn main() {
     let a = args::Args::parse();
     if let Err(e) = std::fs::create_dir_all(&a.out) {
@@ -232,15 +236,19 @@ fn main() {
     let out = &a.out;
     let date = engine::date::utc_now();
     let mut ok = true;
-    if a.quick || a.all {
+    let quick_runs = a.quick || a.all;
+    if quick_runs {
         ok &= quick();
     }
+    if a.gqa && !quick_runs {
+        ok &= gqa(&[]);
+    }
     if a.errors || a.all {
-        ok &= error_paths();
+        ok &= errors::error_paths(a.sm_count);
     }
     if a.engine || a.all {
         for model in ["tiny", "qwen3-0.6b"] {
-            match engine_e2e::engine_e2e(model) {
+            match engine_e2e::engine_e2e(model, a.sm_count) {
                 Ok((pass, line)) => {
                     println!("{} {line}", if pass { "PASS" } else { "FAIL" });
                     ok &= pass;
@@ -257,7 +265,7 @@ fn main() {
             "date,model,prompt,prompt_len,steps,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,free_run_match,graph_vs_eager_match,graph_vs_eager_max_abs_logit_diff,verdict,disagreements\n",
         );
         for model in &a.models {
-            match vs_cpu(model, a.steps, &mut csv, &date) {
+            match vs_cpu(model, a.steps, &mut csv, &date, a.sm_count) {
                 Ok(p) => ok &= p,
                 Err(e) => {
                     println!("FAIL [{model}] vs cpu: {e:#}");
@@ -274,7 +282,7 @@ fn main() {
             "date,reference,dtype,budget,prompt,prompt_len,steps,free_run_match,forced_agree,max_abs_logit_diff,max_abs_logit,rel_l2,verdict,disagreements\n",
         );
         for dir in &a.hf {
-            match hf::vs_hf(dir, a.hf_budget, &mut csv, &date) {
+            match hf::vs_hf(dir, a.hf_budget, &mut csv, &date, a.sm_count) {
                 Ok(p) => ok &= p,
                 Err(e) => {
                     println!("FAIL vs hf ({}): {e:#}", dir.display());

@@ -1,7 +1,8 @@
 //! `engine-bench`'s options. Every value is checked here, before the slow
 //! start (synthetic weights, kernel compilation): an unknown option, a value
-//! out of range or an option that applies only to `--only-decode` runs
-//! without it is a usage error.
+//! out of range, an option that applies only to `--only-decode` (or only to
+//! `--family`) runs without it, or `--family` with a run it does not do, is a
+//! usage error.
 
 use crate::steps::{CONTEXT_RANGE, DEFAULT_CONTEXT};
 use clap::builder::{PossibleValuesParser, RangedU64ValueParser, TypedValueParser};
@@ -12,6 +13,48 @@ use std::path::PathBuf;
 /// Most sequences a step of the bench's runner takes (its `max_num_seqs`).
 pub(crate) const MAX_BATCH: usize = 256;
 
+/// The Qwen3 dense family, the models of a bare `--family`.
+pub(crate) const FAMILY: [&str; 6] = [
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "qwen3-4b",
+    "qwen3-8b",
+    "qwen3-14b",
+    "qwen3-32b",
+];
+
+/// What a `--family` run does not do.
+const FAMILY_CONFLICTS: [&str; 7] = [
+    "model",
+    "sm_count",
+    "tune",
+    "profile",
+    "split_sweep",
+    "pdl_sweep",
+    "only_decode",
+];
+
+impl Args {
+    /// The models of a `--family` run: the list given (comma-separated), or
+    /// [`FAMILY`]; `None` without `--family`. An empty name is an error.
+    pub fn family_models(&self) -> Option<Result<Vec<String>, String>> {
+        let given = self.family.as_ref()?;
+        Some(match given {
+            None => Ok(FAMILY.iter().map(|m| m.to_string()).collect()),
+            Some(list) => {
+                let names: Vec<String> = list.split(',').map(|m| m.trim().to_string()).collect();
+                if names.iter().any(String::is_empty) {
+                    Err(format!(
+                        "--family takes model names separated by commas, not {list:?}"
+                    ))
+                } else {
+                    Ok(names)
+                }
+            }
+        })
+    }
+}
+
 /// Step times of the CUDA runner on synthetic weights; writes `engine.csv`
 /// (`engine_eager.csv` with `--eager`) and the CSV files of the runs asked for.
 #[derive(Debug, Parser)]
@@ -20,9 +63,23 @@ pub(crate) struct Args {
     /// Directory the CSV files go to.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub out: PathBuf,
-    /// Model preset of the synthetic weights.
+    /// Model: a preset (synthetic weights), or a directory with config.json
+    /// (its safetensors, or synthetic weights of its shape if it has none).
     #[arg(long, default_value = "qwen3-0.6b")]
     pub model: String,
+    /// Run in a CUDA green context of N SMs (the driver's granularity; by
+    /// default the whole GPU).
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    pub sm_count: Option<usize>,
+    /// The family table (`engine_family.csv`): decode and prefill steps of
+    /// each model (the Qwen3 dense presets by default), one process per
+    /// model, at each of `--sm-counts`.
+    #[arg(long, value_name = "MODELS", num_args = 0..=1, conflicts_with_all = FAMILY_CONFLICTS)]
+    pub family: Option<Option<String>>,
+    /// With --family: the SM counts to run each model on (by default the
+    /// whole GPU only).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "family", value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    pub sm_counts: Vec<usize>,
     /// The median number of keys a timed decode step attends to.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CONTEXT, value_parser = context_parser())]
     pub context: usize,
@@ -190,6 +247,66 @@ mod tests {
             assert_eq!(kind, ErrorKind::MissingRequiredArgument, "{line}");
             assert!(msg.contains("--only-decode"), "{line}: {msg}");
         }
+    }
+
+    #[test]
+    fn family_takes_a_list_or_the_six_presets() {
+        assert!(parse("").unwrap().family_models().is_none());
+        let a = parse("--family").unwrap();
+        assert_eq!(
+            a.family_models(),
+            Some(Ok(FAMILY.map(String::from).to_vec()))
+        );
+        assert!(a.sm_counts.is_empty());
+        let a = parse("--family qwen3-0.6b,qwen3-8b --sm-counts 8,16,132").unwrap();
+        assert_eq!(
+            a.family_models(),
+            Some(Ok(vec!["qwen3-0.6b".into(), "qwen3-8b".into()]))
+        );
+        assert_eq!(a.sm_counts, [8, 16, 132]);
+        // A bare --family followed by another option.
+        let a = parse("--family --sm-counts 32 --out d").unwrap();
+        assert_eq!(a.family_models().unwrap().unwrap().len(), 6);
+        assert_eq!((a.sm_counts, a.out), (vec![32], PathBuf::from("d")));
+        let e = parse("--family qwen3-0.6b,,tiny")
+            .unwrap()
+            .family_models()
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("separated by commas"), "{e}");
+    }
+
+    #[test]
+    fn family_options_are_checked() {
+        assert_eq!(error("--sm-counts 8").0, ErrorKind::MissingRequiredArgument);
+        assert_eq!(
+            error("--family --sm-counts 0").0,
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            error("--family --sm-counts x").0,
+            ErrorKind::ValueValidation
+        );
+        for other in [
+            "--model tiny",
+            "--sm-count 8",
+            "--tune",
+            "--profile",
+            "--only-decode 1",
+        ] {
+            let (kind, msg) = error(&format!("--family {other}"));
+            assert_eq!(kind, ErrorKind::ArgumentConflict, "{other}");
+            assert!(msg.contains("--family"), "{other}: {msg}");
+        }
+        // What the family's steps share with the standard bench is allowed.
+        assert!(parse("--family --eager --no-pdl --split-k 2 --context 400").is_ok());
+    }
+
+    #[test]
+    fn an_sm_count_is_a_positive_number() {
+        assert_eq!(parse("--sm-count 16").unwrap().sm_count, Some(16));
+        assert_eq!(parse("").unwrap().sm_count, None);
+        assert_eq!(error("--sm-count 0").0, ErrorKind::ValueValidation);
     }
 
     #[test]

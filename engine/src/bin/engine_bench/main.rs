@@ -1,5 +1,6 @@
-//! `engine-bench`: step times of the CUDA runner on synthetic Qwen3-0.6B
-//! weights (random, never zeros).
+//! `engine-bench`: step times of the CUDA runner on synthetic weights
+//! (random, never zeros) of a model (`--model`, Qwen3-0.6B by default), on
+//! the whole GPU or, with `--sm-count N`, on a green context of N SMs.
 //!
 //! Decode: B sequences at context 300, one token each per step through the
 //! CUDA-graph path; the time of a whole `execute` call (metadata copy, graph
@@ -7,7 +8,8 @@
 //! which attend to 281–320 keys (steps.rs; `--context N` centres them on N
 //! keys instead). The `tokens` column of a decode row is that median context.
 //! Prefill: one prompt of N tokens in one step. Writes `engine.csv`:
-//! `kind,batch,tokens,ms_median,tok_s,date`.
+//! `model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit` (table.rs
+//! says where the commit comes from).
 //!
 //! Options (`engine-bench --help`, args.rs): the tuning runs `--tune`,
 //! `--profile`, `--split-sweep` and `--pdl-sweep` write `tune.csv`,
@@ -16,59 +18,49 @@
 //! ([`CudaTuning`]); `--only-decode B` times decode steps at batch B only
 //! and writes nothing (for a profiler); `--mixed` times mixed and prefill
 //! steps eager against piecewise-graphed and writes `mixed.csv` only. With
-//! GEMM tuning on, the tuned shapes go to `gemm_tuning.csv`.
+//! GEMM tuning on, the tuned shapes go to `gemm_tuning.csv`. `--family
+//! [MODELS] [--sm-counts LIST]` appends the family table to
+//! `engine_family.csv` instead (family.rs).
 
 use anyhow::Context as _;
-use args::{Args, MAX_BATCH};
 use clap::Parser as _;
-use engine::model::{Qwen3Config, Qwen3Weights};
-use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, CudaTuning, MixedStep};
+use engine::model::ModelSpec;
+use engine::runner::cuda::{CudaRunner, CudaTuning, MixedStep};
 use engine::ModelRunner;
 use std::fmt::Write as _;
 use std::time::Instant;
 
 mod args;
+mod family;
 mod steps;
+mod table;
 mod tuning;
 
-use steps::{decode, prefill, print_overheads, Workload, BLOCK_SIZE};
+use args::Args;
+use steps::{bench_runner, decode, prefill, print_overheads, Workload, BUDGET, SEED};
+use table::RunInfo;
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let (model, context) = (a.model.as_str(), a.context);
-    let cfg = Qwen3Config::preset(model)?;
+    if let Some(models) = a.family_models() {
+        return family::run(&a, &models.map_err(anyhow::Error::msg)?);
+    }
+    let context = a.context;
+    let spec = ModelSpec::parse(&a.model)?;
+    let cfg = &spec.config;
     // Checked before the weights and the runner, which take a while.
-    let budget = 3200;
-    let wl = Workload::new(cfg.vocab_size, budget, context).map_err(anyhow::Error::msg)?;
-    let t = Instant::now();
-    let w = Qwen3Weights::synthetic(&cfg, 42);
-    println!(
-        "synthetic {model} weights in {:.1}s",
-        t.elapsed().as_secs_f64()
-    );
+    let wl = Workload::new(cfg.vocab_size, BUDGET, context).map_err(anyhow::Error::msg)?;
+    let weights = spec.weights(SEED)?;
     let batches = [1usize, 16, 64, 256];
-    let rc = CudaRunnerConfig {
-        block_size: BLOCK_SIZE,
-        num_gpu_blocks: Some(MAX_BATCH * wl.blocks_per_seq() + 8),
-        gpu_memory_utilization: 0.9,
-        max_num_seqs: MAX_BATCH,
-        max_num_batched_tokens: budget,
-        max_model_len: 4096,
-        use_cuda_graphs: !a.eager,
-        device_ordinal: 0,
-    };
     let t = Instant::now();
-    let mut r = CudaRunner::new(&cfg, &w, &rc)?;
+    let mut r = bench_runner(&spec, &weights, &wl, a.sm_count, &a)?;
     let gemm_tuning = !a.no_gemm_tuning;
-    r.set_tuning(CudaTuning {
-        split_k: a.split_k,
-        pdl: !a.no_pdl,
-        gemm_tuning,
-        ..CudaTuning::default()
-    })?;
     println!(
-        "runner on {} ready in {:.1}s ({} KV blocks)",
+        "{} on {} ({} SMs, copy bandwidth {:.2} TB/s) ready in {:.1}s ({} KV blocks)",
+        spec.weights_label(SEED),
         r.device_name(),
+        r.sm_count(),
+        r.measured_copy_bandwidth() * 1e-12,
         t.elapsed().as_secs_f64(),
         r.num_kv_blocks()
     );
@@ -97,12 +89,25 @@ fn main() -> anyhow::Result<()> {
     let date = engine::date::utc_now();
     let out = &a.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
-    let mut csv = String::from("kind,batch,tokens,ms_median,tok_s,date\n");
-    // One engine.csv row: `kind,batch,tokens`, then the time and tokens per second.
-    let mut row = |label: String, key: String, tokens: usize, timing: Result<f64, _>| match timing {
+    let info = RunInfo {
+        model: spec.name.clone(),
+        sm_count: r.sm_count(),
+        date: date.clone(),
+        commit: table::commit(),
+    };
+    let mut csv = format!("{}\n", table::HEADER);
+    // One engine.csv row: (kind, batch, tokens), then the time and tokens per second.
+    let mut row = |label: String,
+                   (kind, batch, tokens): (&str, usize, usize),
+                   produced: usize,
+                   timing: anyhow::Result<f64>| match timing {
         Ok(s) => {
-            println!("{label}: {:.3} ms, {:.0} tok/s", s * 1e3, tokens as f64 / s);
-            let _ = writeln!(csv, "{key},{:.4},{:.1},{date}", s * 1e3, tokens as f64 / s);
+            println!(
+                "{label}: {:.3} ms, {:.0} tok/s",
+                s * 1e3,
+                produced as f64 / s
+            );
+            csv.push_str(&info.row(kind, batch, tokens, s, produced));
         }
         Err(e) => println!("{label}: ERROR {e:#}"),
     };
@@ -110,7 +115,7 @@ fn main() -> anyhow::Result<()> {
         let timing = decode(&mut r, b, &wl);
         row(
             format!("decode  batch {b:>3} ctx {context}"),
-            format!("decode,{b},{context}"),
+            ("decode", b, context),
             b,
             timing,
         );
@@ -119,7 +124,7 @@ fn main() -> anyhow::Result<()> {
         let timing = prefill(&mut r, n, cfg.vocab_size);
         row(
             format!("prefill {n:>5} tokens"),
-            format!("prefill,1,{n}"),
+            ("prefill", 1, n),
             n,
             timing,
         );

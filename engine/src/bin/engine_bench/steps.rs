@@ -18,13 +18,23 @@
 //! Medians are statrs': of an even count (the 40 decode steps, the 10
 //! prefills), the mean of the two middle times. (Results before 2026-12-01
 //! took the upper of the two.)
+//!
+//! The runner ([`bench_runner`]) is built on the model's weights as
+//! `ModelSpec` resolves them: synthetic ones of seed [`SEED`] are generated
+//! on the GPU (no host copy, so 32B needs no 65 GB of host memory).
 
-use engine::runner::cuda::CudaRunner;
-use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
+use crate::args::{Args, MAX_BATCH};
+use engine::model::{ModelSpec, ModelWeights};
+use engine::runner::cuda::{CudaRunner, CudaRunnerConfig, CudaTuning};
+use engine::{ModelRunner, RequestId, RunnerError, ScheduledBatch, ScheduledSeq};
 use statrs::statistics::{Data, OrderStatistics};
 use std::time::Instant;
 
 pub(crate) const BLOCK_SIZE: usize = 16;
+/// Tokens a step of the bench's runner takes (its `max_num_batched_tokens`).
+pub(crate) const BUDGET: usize = 3200;
+/// Seed of the synthetic weights.
+pub(crate) const SEED: u64 = 42;
 pub(crate) const DECODE_WARMUP: usize = 5;
 pub(crate) const DECODE_STEPS: usize = 40;
 /// The decode context timed by default (the `tokens` of `engine.csv`'s decode rows).
@@ -90,6 +100,48 @@ impl Workload {
             .map(|i| (0..n).map(|k| (1 + i * n + k) as u32).collect())
             .collect()
     }
+}
+
+/// The bench's runner of `spec` on `sm_count` SMs (the whole GPU: `None`),
+/// with `a`'s tuning: KV blocks for [`MAX_BATCH`] decode sequences of `wl`,
+/// or, where those do not fit, as many as `gpu_memory_utilization` 0.9
+/// leaves room for (steps that need more are then skipped by the caller).
+pub(crate) fn bench_runner(
+    spec: &ModelSpec,
+    weights: &ModelWeights,
+    wl: &Workload,
+    sm_count: Option<usize>,
+    a: &Args,
+) -> anyhow::Result<CudaRunner> {
+    let rc = CudaRunnerConfig {
+        block_size: BLOCK_SIZE,
+        num_gpu_blocks: Some(MAX_BATCH * wl.blocks_per_seq() + 8),
+        gpu_memory_utilization: 0.9,
+        max_num_seqs: MAX_BATCH,
+        max_num_batched_tokens: wl.budget,
+        max_model_len: 4096,
+        use_cuda_graphs: !a.eager,
+        device_ordinal: 0,
+        sm_count,
+    };
+    let build =
+        |rc: &CudaRunnerConfig| CudaRunner::with_weights(&spec.config, weights.source(), rc);
+    let mut r = match build(&rc) {
+        Err(RunnerError::OutOfMemory { .. } | RunnerError::Memory(_)) => {
+            build(&CudaRunnerConfig {
+                num_gpu_blocks: None,
+                ..rc
+            })?
+        }
+        other => other?,
+    };
+    r.set_tuning(CudaTuning {
+        split_k: a.split_k,
+        pdl: !a.no_pdl,
+        gemm_tuning: !a.no_gemm_tuning,
+        ..CudaTuning::default()
+    })?;
+    Ok(r)
 }
 
 fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {

@@ -7,8 +7,12 @@
 //
 // attn_prefill: tensor-core flash attention (mma.sync m16n8k16 bf16, fp32 accumulate, online
 // softmax). One block = 4 warps = 64 rows, a row being a (query token, query head of this KV
-// head's group) pair, so the GQA group shares every K/V tile loaded to shared memory. Causal
-// within the chunk, full over the cached context before it.
+// head's group) pair, so the GQA group shares every K/V tile loaded to shared memory: row r is
+// token r / GQA_GROUP of the tile, head r % GQA_GROUP of the group. A tile takes TOK_PER_TILE =
+// 64 / GQA_GROUP whole tokens (the runner's attention_tile_tokens), TILE_ROWS rows; when the
+// group does not divide 64 (3, 5, 6, 7, ...) the last 64 - TILE_ROWS rows are masked: they
+// compute, but neither extend the tile's keys nor write. Causal within the chunk, full over
+// the cached context before it.
 //
 // attn_decode: one query token per sequence; block = (sequence, KV head, split); each warp walks
 // a contiguous run of keys, lanes split the head dimension. With nsplit > 1 it writes partial
@@ -18,6 +22,7 @@
 #define ATT_BN 64
 #define ATT_PAD (HEAD_DIM + 8)
 #define TOK_PER_TILE (ATT_BM / GQA_GROUP)
+#define TILE_ROWS (TOK_PER_TILE * GQA_GROUP)
 #define ATTN_PREFILL_SMEM (2 * 2 * ATT_BN * ATT_PAD * 2)
 
 __device__ __forceinline__ void mma_bf16_16816(float* c, const u32* a, u32 b0, u32 b1) {
@@ -91,7 +96,13 @@ extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(
     const int r0 = warp * 16 + g, r1 = r0 + 8;
     const int tok0 = t0 + r0 / GQA_GROUP, tok1 = t0 + r1 / GQA_GROUP;
     const int h0 = kvh * GQA_GROUP + r0 % GQA_GROUP, h1 = kvh * GQA_GROUP + r1 % GQA_GROUP;
+#if TILE_ROWS == ATT_BM
     const bool ok0 = tok0 < n_new, ok1 = tok1 < n_new;
+#else
+    // Rows past TILE_ROWS would be the next tile's first token: masked. (Only here, so that a
+    // group dividing 64 compiles to the unmasked kernel, PTX for PTX.)
+    const bool ok0 = r0 < TILE_ROWS && tok0 < n_new, ok1 = r1 < TILE_ROWS && tok1 < n_new;
+#endif
     const int qpos0 = start + tok0, qpos1 = start + tok1;
     int last_tok = t0 + TOK_PER_TILE - 1;
     if (last_tok > n_new - 1) last_tok = n_new - 1;

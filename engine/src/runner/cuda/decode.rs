@@ -90,7 +90,10 @@ impl DecodeKernel {
     /// Whether this kernel handles the model shape: a block kernel keeps its
     /// warps' partial outputs in 48 KB of static shared memory (`DB_FITS` in
     /// decode_block_attention.cu) and a block has at most 32 warps. The
-    /// kernels trap otherwise.
+    /// kernels trap otherwise. Any group size is taken (each lane keeps the
+    /// group's query heads in registers, so the group need not divide
+    /// anything): every kernel takes all of the Qwen3 family (groups 2, 4,
+    /// 5 and 8 over 8 KV heads of 128 dimensions), and group 3.
     pub fn supports(self, head_dim: usize, gqa_group: usize, num_kv_heads: usize) -> bool {
         let fits = |warps: usize| warps * gqa_group * (head_dim + 2) * 4 <= 48 * 1024;
         match self.layout() {
@@ -284,6 +287,31 @@ mod tests {
         // 33 KV heads would need 33 warps in one block.
         assert!(!DecodeKernel::HeadsU4.supports(128, 1, 33));
         assert!(DecodeKernel::ALL.iter().all(|k| k.supports(128, 2, 8)));
+    }
+
+    #[test]
+    fn every_kernel_takes_every_group_of_the_family() {
+        for group in [2, 3, 4, 5, 8] {
+            for k in DecodeKernel::ALL {
+                assert!(k.supports(128, group, 8), "{k:?} group {group}");
+            }
+            // So the batch size alone picks the kernel.
+            assert_eq!(
+                DecodeKernel::for_batch(1, 128, group, 8),
+                DecodeKernel::BlockW8U4
+            );
+            assert_eq!(
+                DecodeKernel::for_batch(256, 128, group, 8),
+                DecodeKernel::HeadsU4
+            );
+        }
+        // 8 warps x 12 heads x 130 x 4 B = 49,920 B: past 48 KB, 4 warps fit.
+        assert!(!DecodeKernel::BlockW8U4.supports(128, 12, 8));
+        assert!(DecodeKernel::BlockW4U4.supports(128, 12, 8));
+        assert_eq!(
+            DecodeKernel::for_batch(1, 128, 12, 8),
+            DecodeKernel::Prefetch8
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 // servetwin CUDA kernels for Qwen3, compiled by NVRTC at runner start.
 // The host prepends #defines for the model shape:
-//   HEAD_DIM, NUM_Q_HEADS, NUM_KV_HEADS (GQA_GROUP = NUM_Q_HEADS / NUM_KV_HEADS).
+//   HEAD_DIM, NUM_Q_HEADS, NUM_KV_HEADS (GQA_GROUP = NUM_Q_HEADS / NUM_KV_HEADS), and
+//   NORM_CHUNKS (float4 chunks of a row each add_rmsnorm thread keeps: 4 up to hidden 4096).
 // Conventions: row-major activations, one row per token; the QKV buffer holds
 // [q heads | k heads | v heads] per token; the KV cache of a layer is
 // [num_blocks * block_size slots][NUM_KV_HEADS][HEAD_DIM], slot = block * block_size + offset.
@@ -57,8 +58,9 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // when write_resid and there is a d, resid[r] = v. With tokens (the first layer), v is instead
 // the embedding row embed[tokens[r]], and resid[r] = v starts the residual stream (this saves
 // the step a kernel of its own). out[t] = bf16(v * rsqrt(mean(v^2) + eps) * w).
-// hidden % 4 == 0, part_stride % 4 == 0, nparts <= NORM_MAX_PARTS and hidden <= 16 * blockDim.x:
-// each thread keeps up to 4 float4 chunks.
+// hidden % 4 == 0, part_stride % 4 == 0, nparts <= NORM_MAX_PARTS and
+// hidden <= 4 * NORM_CHUNKS * blockDim.x: each thread keeps up to NORM_CHUNKS float4 chunks
+// (the runner launches 256 threads, so NORM_CHUNKS is 4 up to hidden 4096 and more beyond).
 //
 // Latency, not bandwidth, is what this kernel costs (64 rows of 1,024 at batch 64), so every
 // load is issued before the first use of any, and the sums keep their order: the norm weight
@@ -74,9 +76,9 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
     __shared__ float scratch[32];
     const int chunks = hidden / 4;
     const uint2* w2 = reinterpret_cast<const uint2*>(w);
-    uint2 wr[4];
+    uint2 wr[NORM_CHUNKS];
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < NORM_CHUNKS; c++) {
         const int ci = threadIdx.x + c * blockDim.x;
         if (ci < chunks) wr[c] = w2[ci];
     }
@@ -85,10 +87,10 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
     const long long r = rows ? rows[t] : t;
     float4* res = reinterpret_cast<float4*>(resid + r * hidden);
     const uint2* del = delta ? reinterpret_cast<const uint2*>(delta + r * hidden) : nullptr;
-    float4 v[4];
+    float4 v[NORM_CHUNKS];
     float ss = 0.0f;
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < NORM_CHUNKS; c++) {
         const int ci = threadIdx.x + c * blockDim.x;
         if (ci < chunks) {
             float4 x;
@@ -129,7 +131,7 @@ extern "C" __global__ void add_rmsnorm(float* __restrict__ resid, const bf16* __
     const float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
     uint2* o = reinterpret_cast<uint2*>(out + (long long)t * hidden);
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < NORM_CHUNKS; c++) {
         const int ci = threadIdx.x + c * blockDim.x;
         if (ci < chunks) {
             float2 wa = __bfloat1622float2(*reinterpret_cast<bf162*>(&wr[c].x));
@@ -304,4 +306,12 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
             out_host[blockIdx.y] = *(const volatile unsigned long long*)(best + blockIdx.y);
         }
     }
+}
+
+// Grid-stride copy of n 16-byte words: the runner times it at start for the copy bandwidth its
+// SMs get (copy_bw.rs; a copy-engine memcpy would not depend on the SMs).
+extern "C" __global__ void __launch_bounds__(256) copy_words(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                            long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = src[i];
 }

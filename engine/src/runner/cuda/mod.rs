@@ -31,19 +31,25 @@
 //! [`CudaRunner::set_tuning`]. The KV cache holds `num_kv_blocks()` blocks
 //! (block 0, the null block, included), either as configured or as many as
 //! `gpu_memory_utilization` leaves room for.
+//! With [`CudaRunnerConfig::sm_count`] the runner runs in a CUDA green
+//! context of that many SMs (green.rs); at start it measures the copy
+//! bandwidth its SMs get ([`CudaRunner::measured_copy_bandwidth`], copy_bw.rs).
 //!
 //! Failures are errors: no driver or GPU ([`RunnerError::NoDevice`]), NVRTC
 //! failure with its log ([`RunnerError::Compile`]), a model that does not fit
 //! the device, checked before anything is allocated ([`RunnerError::Memory`]),
 //! too little memory for the KV cache ([`RunnerError::OutOfMemory`]), malformed batches
-//! ([`RunnerError::BadBatch`]).
+//! ([`RunnerError::BadBatch`]), an SM count the driver cannot give
+//! ([`RunnerError::SmCount`]).
 
+mod copy_bw;
 mod decode;
 mod device;
 mod forward;
 mod gemm;
 mod gemm_lt;
 mod gemm_lt_desc;
+mod green;
 mod head;
 mod kernels;
 mod linear;
@@ -79,7 +85,7 @@ pub use linear::SPLIT_K_MAX;
 pub use mixed::{MixedStep, MixedTimes};
 pub use overheads::StepOverheads;
 pub use piecewise::piecewise_self_test;
-pub use selftest::{kernel_self_test, KernelCheck};
+pub use selftest::{attention_self_test, kernel_self_test, KernelCheck};
 pub use step::StepPath;
 pub use synthetic::synthetic_weights_self_test;
 pub use tuning::{
@@ -107,6 +113,8 @@ pub struct CudaRunnerConfig {
     /// batches, as CUDA graphs ([`CudaTuning::piecewise_graphs`]).
     pub use_cuda_graphs: bool,
     pub device_ordinal: usize,
+    /// Run in a green context of this many SMs (`None`: the whole GPU).
+    pub sm_count: Option<usize>,
 }
 
 impl From<&EngineConfig> for CudaRunnerConfig {
@@ -120,6 +128,7 @@ impl From<&EngineConfig> for CudaRunnerConfig {
             max_model_len: e.max_model_len,
             use_cuda_graphs: true,
             device_ordinal: 0,
+            sm_count: None,
         }
     }
 }
@@ -174,6 +183,11 @@ pub struct CudaRunner {
     last: LastStep,
     device_name: String,
     tuning: CudaTuning,
+    sm_count: usize,
+    copy_bandwidth: f64,
+    /// The green context behind `_ctx`, if any: the last field, so that it is
+    /// dropped after everything that uses the context.
+    _green: Option<green::GreenContext>,
 }
 
 fn workspace(
@@ -238,24 +252,25 @@ impl CudaRunner {
                 "invalid runner settings {rc:?}"
             )));
         }
-        if !cfg.hidden_size.is_multiple_of(4)
-            || cfg.hidden_size > 4096
-            || !cfg.intermediate_size.is_multiple_of(8)
-        {
+        if !cfg.intermediate_size.is_multiple_of(8) {
             return Err(RunnerError::Model(format!(
-                "the CUDA kernels need hidden_size % 4 == 0 and <= 4096 (got {}), intermediate_size % 8 == 0 (got {})",
-                cfg.hidden_size, cfg.intermediate_size
+                "the CUDA kernels need intermediate_size % 8 == 0 (got {})",
+                cfg.intermediate_size
             )));
         }
-        let (ctx, stream) = device::open_device(rc.device_ordinal)?;
-        weights::check_fits(&ctx, cfg, rc)?;
-        let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let shape = KernelShape {
             head_dim: cfg.head_dim,
             num_q_heads: cfg.num_attention_heads,
             num_kv_heads: cfg.num_key_value_heads,
+            hidden_size: cfg.hidden_size,
         };
+        kernels::check_shape(&shape).map_err(RunnerError::Model)?;
+        let dev = green::open(rc.device_ordinal, rc.sm_count)?;
+        let (ctx, stream) = (dev.ctx.clone(), dev.stream.clone());
+        weights::check_fits(&ctx, cfg, rc)?;
+        let device_name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let kernels = Kernels::compile(&ctx, shape)?;
+        let copy_bandwidth = copy_bw::measure(&ctx, &stream, &kernels, dev.sm_count)?;
         let gemm = Gemm::new(&ctx, &stream)?;
         let dw = weights::build(&ctx, &stream, cfg, weights, rc.max_model_len)?;
 
@@ -338,6 +353,9 @@ impl CudaRunner {
             last: LastStep::default(),
             device_name,
             tuning: CudaTuning::default(),
+            sm_count: dev.sm_count,
+            copy_bandwidth,
+            _green: dev.green,
         })
     }
 
@@ -366,39 +384,4 @@ impl ModelRunner for CudaRunner {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_driver_is_an_error_not_a_panic() {
-        // Only meaningful where no NVIDIA driver is installed (CI, this build machine).
-        if unsafe { cudarc::driver::sys::is_culib_present() } {
-            return;
-        }
-        let cfg = Qwen3Config::tiny();
-        let w = Qwen3Weights::synthetic(&cfg, 1);
-        let rc = CudaRunnerConfig::from(&EngineConfig::default());
-        match CudaRunner::new(&cfg, &w, &rc) {
-            Err(RunnerError::NoDevice(msg)) => assert!(msg.contains("libcuda"), "{msg}"),
-            Err(e) => panic!("expected NoDevice, got {e}"),
-            Ok(_) => panic!("constructed a CUDA runner without a driver"),
-        }
-    }
-
-    #[test]
-    fn settings_come_from_the_engine_config() {
-        let e = EngineConfig {
-            block_size: 32,
-            num_gpu_blocks: Some(99),
-            max_num_seqs: 7,
-            ..EngineConfig::default()
-        };
-        let rc = CudaRunnerConfig::from(&e);
-        assert_eq!(
-            (rc.block_size, rc.num_gpu_blocks, rc.max_num_seqs),
-            (32, Some(99), 7)
-        );
-        assert_eq!(rc.max_num_batched_tokens, e.max_num_batched_tokens);
-        assert!(rc.use_cuda_graphs);
-    }
-}
+mod tests;

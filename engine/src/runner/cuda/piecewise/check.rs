@@ -179,6 +179,7 @@ fn self_test(cfg: &Qwen3Config, seed: u64) -> Result<Vec<KernelCheck>, RunnerErr
         max_model_len: BLOCKS_PER_SEQ * BLOCK_SIZE,
         use_cuda_graphs: true,
         device_ordinal: 0,
+        sm_count: None,
     };
     let mut r = CudaRunner::with_weights(cfg, WeightSource::Synthetic { seed }, &rc)?;
     let on = *r.tuning();

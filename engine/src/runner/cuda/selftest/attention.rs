@@ -1,7 +1,9 @@
 //! Attention self-test: a mixed batch (prefill chunks over cached context,
 //! a fresh prefill, decodes at long and one-token contexts, a short chunk over
 //! cached context on the decode path) over a paged cache
-//! with shuffled blocks, packed by the runner's own metadata packer.
+//! with shuffled blocks, packed by the runner's own metadata packer; and the
+//! prefill tiles alone, on whole prompts and on chunks over cached context
+//! whose lengths end every group size's tiles part-way.
 
 use super::paged::{PagedBatch, BLOCK_SIZE, NUM_BLOCKS};
 use super::{compare, Ctx, KernelCheck};
@@ -24,19 +26,18 @@ pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 9] = [
     (DecodeKernel::HeadsU4, 4, true),
 ];
 
+/// `(start_pos, new tokens)` of the prefill-only checks: prompts from the
+/// start, and chunks over cached context, each longer than the 64 tokens of
+/// the widest tile (so none takes the decode path) and ending tiles of 32,
+/// 21, 16, 12 and 8 tokens part-way.
+const WHOLE_PROMPTS: [(usize, usize); 4] = [(0, 70), (0, 5), (0, 1), (0, 100)];
+const CHUNKS: [(usize, usize); 4] = [(50, 70), (17, 100), (200, 130), (64, 65)];
+
 pub(super) fn check_attention(
     c: &mut Ctx,
     nsplit: usize,
     kernel: DecodeKernel,
 ) -> Result<KernelCheck, RunnerError> {
-    let KernelShape {
-        head_dim: d,
-        num_q_heads: nq,
-        num_kv_heads: nkv,
-    } = c.shape;
-    let g = nq / nkv;
-    let qkv_dim = (nq + 2 * nkv) * d;
-    let (bs, nblocks) = (BLOCK_SIZE, NUM_BLOCKS);
     // (start_pos, new tokens)
     // (100, 7) is a short chunk over cached context: decode entries, not a tile.
     let shapes = [
@@ -47,8 +48,45 @@ pub(super) fn check_attention(
         (17, 33),
         (100, 7),
     ];
-    let pb = PagedBatch::new(c, &shapes, 1024)?;
+    run(c, &shapes, Some((kernel, nsplit)), "attention")
+}
+
+/// The prefill tiles alone on prompts from their start.
+pub(super) fn check_prefill_whole(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    run(c, &WHOLE_PROMPTS, None, "attn_prefill whole prompts")
+}
+
+/// The prefill tiles alone on chunks over cached context.
+pub(super) fn check_prefill_chunked(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
+    run(c, &CHUNKS, None, "attn_prefill chunks over cached context")
+}
+
+/// The attention of the batch `shapes` against the host: the prefill tiles,
+/// then `decode`'s kernel and splits for the decode entries (a batch with
+/// decode entries and no decode kernel is an error).
+fn run(
+    c: &mut Ctx,
+    shapes: &[(usize, usize)],
+    decode: Option<(DecodeKernel, usize)>,
+    name: &str,
+) -> Result<KernelCheck, RunnerError> {
+    let KernelShape {
+        head_dim: d,
+        num_q_heads: nq,
+        num_kv_heads: nkv,
+        ..
+    } = c.shape;
+    let g = nq / nkv;
+    let qkv_dim = (nq + 2 * nkv) * d;
+    let (bs, nblocks) = (BLOCK_SIZE, NUM_BLOCKS);
+    let pb = PagedBatch::new(c, shapes, 1024)?;
     let (lay, tables, t) = (pb.lay, &pb.tables, pb.tokens);
+    if decode.is_none() && lay.num_decodes > 0 {
+        return Err(RunnerError::BadBatch(format!(
+            "{name}: {} decode entries and no decode kernel",
+            lay.num_decodes
+        )));
+    }
 
     let slots = nblocks * bs;
     let kc = super::rounded(&c.randn(slots * nkv * d, 1.0));
@@ -81,14 +119,16 @@ pub(super) fn check_attention(
             Arg::F32(scale_log2),
         ],
     )?;
-    pb.decode(
-        c,
-        kernel,
-        nsplit,
-        &md,
-        (qd.ptr, kd.ptr, vd.ptr, od.ptr),
-        None,
-    )?;
+    if let Some((kernel, nsplit)) = decode {
+        pb.decode(
+            c,
+            kernel,
+            nsplit,
+            &md,
+            (qd.ptr, kd.ptr, vd.ptr, od.ptr),
+            None,
+        )?;
+    }
     let got = c.down_bf16(&od, t * nq * d)?;
 
     let mut want = vec![0f64; t * nq * d];
@@ -136,7 +176,7 @@ pub(super) fn check_attention(
         }
     }
     Ok(compare(
-        "attention",
+        name,
         &got,
         &want,
         2e-2,

@@ -22,6 +22,7 @@ pub(super) fn check_fused_rope(
         head_dim: d,
         num_q_heads: nq,
         num_kv_heads: nkv,
+        ..
     } = c.shape;
     let qkv_dim = (nq + 2 * nkv) * d;
     let (bs, nblocks, max_pos) = (BLOCK_SIZE, NUM_BLOCKS, 512usize);

@@ -1,7 +1,8 @@
 //! The cuBLAS wrapper, the skinny GEMM and the split-K residual product
 //! against host products in f64.
 
-use super::{compare, host_rmsnorm, rounded, Ctx, KernelCheck};
+use super::norm::host_rmsnorm;
+use super::{compare, rounded, Ctx, KernelCheck};
 use crate::runner::cuda::device::{self, launch, DeviceBuffer};
 use crate::runner::cuda::forward::NormParams;
 use crate::runner::cuda::gemm::{Gemm, GemmArgs, OutType};

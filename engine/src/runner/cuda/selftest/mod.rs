@@ -1,12 +1,12 @@
 //! Kernel self-test: each kernel (and the cuBLAS GEMM wrapper) on small
-//! random inputs against a host computation in f64/f32, reported per kernel.
-//! Used by `cuda-check --quick` to localise a failure before the end-to-end
-//! comparisons.
+//! random inputs against a host computation in f64/f32, reported per kernel
+//! and named with the shape and its grouped-query ratio. Used by
+//! `cuda-check --quick` to localise a failure before the end-to-end
+//! comparisons; [`attention_self_test`] is its attention part alone
+//! (`cuda-check --gqa`, for every group size of the Qwen3 family).
 
 use super::device::{self, launch, Arg, DeviceBuffer};
 use super::kernels::{KernelShape, Kernels};
-use crate::runner::cuda::forward::NormParams;
-use crate::runner::cuda::linear::Delta;
 use crate::runner::RunnerError;
 use cudarc::driver::{CudaContext, CudaStream};
 use half::bf16;
@@ -18,12 +18,14 @@ mod attention;
 mod fused_rope;
 mod gemm;
 mod host_io;
+mod norm;
 mod paged;
 mod rope;
-use attention::{check_attention, DECODE_CHECKS};
+use attention::{check_attention, check_prefill_chunked, check_prefill_whole, DECODE_CHECKS};
 use fused_rope::check_fused_rope;
 use gemm::{check_gemm, check_gemm_lt, check_skinny, check_split_k_norm};
 use host_io::check_argmax;
+use norm::{check_embed_norm, check_rmsnorm, check_wide_rmsnorm};
 use rope::check_rope;
 
 /// One kernel's result: worst absolute error, relative L2 error, verdict.
@@ -98,30 +100,72 @@ fn rounded(v: &[f32]) -> Vec<f32> {
     v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect()
 }
 
-/// The host reference of `add_rmsnorm`'s output for one row `v` (the residual
-/// plus its delta), in f64, with eps 1e-6 as every norm check launches it.
-fn host_rmsnorm<'a>(v: &'a [f64], gain: &'a [f32]) -> impl Iterator<Item = f64> + 'a {
-    let inv = 1.0 / (v.iter().map(|x| x * x).sum::<f64>() / v.len() as f64 + 1e-6).sqrt();
-    v.iter().zip(gain).map(move |(x, g)| x * inv * *g as f64)
-}
+/// One check: its name and what runs it.
+type CheckFn = Box<dyn Fn(&mut Ctx) -> Result<KernelCheck, RunnerError>>;
+type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
 
-/// Runs every check for the given attention shape; an error inside one check
-/// becomes a failed entry and the rest still run.
+/// Runs every check for the given attention shape (the residual stream as
+/// wide as the query heads, `num_q_heads * head_dim`); an error inside one
+/// check becomes a failed entry and the rest still run.
 pub fn kernel_self_test(
     head_dim: usize,
     num_q_heads: usize,
     num_kv_heads: usize,
     seed: u64,
 ) -> Vec<KernelCheck> {
+    let checks: [(&str, Check); 9] = [
+        ("gemm", check_gemm),
+        ("gemm (cuBLASLt)", check_gemm_lt),
+        ("skinny_gemm", check_skinny),
+        ("add_rmsnorm", check_rmsnorm),
+        ("split-K gemm + add_rmsnorm", check_split_k_norm),
+        ("silu_mul", check_silu),
+        ("argmax_rows", check_argmax),
+        ("qk_norm_rope_cache", check_rope),
+        ("add_rmsnorm from embeddings", check_embed_norm),
+    ];
+    let wide = (num_q_heads * head_dim > 4096)
+        .then_some(("add_rmsnorm wide rows", check_wide_rmsnorm as Check));
+    let checks = checks.into_iter().chain(wide).map(boxed);
+    run_checks(head_dim, num_q_heads, num_kv_heads, seed, checks.collect())
+}
+
+/// The attention checks alone (`cuda-check --gqa`): the prefill tiles on
+/// whole prompts and on chunks over cached context, and every decode
+/// kernel that takes the shape, as [`kernel_self_test`] runs them.
+pub fn attention_self_test(
+    head_dim: usize,
+    num_q_heads: usize,
+    num_kv_heads: usize,
+    seed: u64,
+) -> Vec<KernelCheck> {
+    run_checks(head_dim, num_q_heads, num_kv_heads, seed, Vec::new())
+}
+
+fn boxed((name, f): (&str, Check)) -> (String, CheckFn) {
+    (name.to_string(), Box::new(f))
+}
+
+/// Compiles the kernels for the shape, then runs `checks` and every
+/// attention check, each named with the shape and its group size.
+fn run_checks(
+    head_dim: usize,
+    num_q_heads: usize,
+    num_kv_heads: usize,
+    seed: u64,
+    checks: Vec<(String, CheckFn)>,
+) -> Vec<KernelCheck> {
     let mut out = Vec::new();
-    let tag = format!("d{head_dim}/h{num_q_heads}/kv{num_kv_heads}");
+    let group = num_q_heads / num_kv_heads.max(1);
+    let tag = format!("d{head_dim}/h{num_q_heads}/kv{num_kv_heads} group {group}");
+    let shape = KernelShape {
+        head_dim,
+        num_q_heads,
+        num_kv_heads,
+        hidden_size: num_q_heads * head_dim,
+    };
     let setup = (|| -> Result<Ctx, RunnerError> {
         let (ctx, stream) = device::open_device(0)?;
-        let shape = KernelShape {
-            head_dim,
-            num_q_heads,
-            num_kv_heads,
-        };
         let k = Kernels::compile(&ctx, shape)?;
         Ok(Ctx {
             ctx,
@@ -144,52 +188,37 @@ pub fn kernel_self_test(
             return out;
         }
     };
-    type CheckFn = Box<dyn Fn(&mut Ctx) -> Result<KernelCheck, RunnerError>>;
-    type Check = fn(&mut Ctx) -> Result<KernelCheck, RunnerError>;
-    let checks: [(&str, Check); 9] = [
-        ("gemm", check_gemm),
-        ("gemm (cuBLASLt)", check_gemm_lt),
-        ("skinny_gemm", check_skinny),
-        ("add_rmsnorm", check_rmsnorm),
-        ("split-K gemm + add_rmsnorm", check_split_k_norm),
-        ("silu_mul", check_silu),
-        ("argmax_rows", check_argmax),
-        ("qk_norm_rope_cache", check_rope),
-        ("add_rmsnorm from embeddings", check_embed_norm),
+    let prefill: [(&str, Check); 2] = [
+        ("attn_prefill whole prompts", check_prefill_whole),
+        (
+            "attn_prefill chunks over cached context",
+            check_prefill_chunked,
+        ),
     ];
-    // Every decode attention kernel behind the prefill kernel, and those that
-    // fuse q/k-norm + RoPE with it fused, each with and without splits.
-    let checks: Vec<(String, CheckFn)> = checks
+    // The prefill tiles alone, then every decode attention kernel behind them,
+    // and those that fuse q/k-norm + RoPE with it fused, each with and without splits.
+    let decode = DECODE_CHECKS
         .into_iter()
-        .map(|(name, f)| (name.to_string(), Box::new(f) as CheckFn))
-        .chain(
-            DECODE_CHECKS
-                .into_iter()
-                .filter(|(kernel, ..)| {
-                    let KernelShape {
-                        head_dim,
-                        num_q_heads,
-                        num_kv_heads,
-                    } = c.shape;
-                    kernel.supports(head_dim, num_q_heads / num_kv_heads, num_kv_heads)
-                })
-                .map(|(kernel, nsplit, fused)| {
-                    let name = format!(
-                        "decode {kernel:?} {}(nsplit={nsplit})",
-                        if fused { "fused rope " } else { "" }
-                    );
-                    let f = move |c: &mut Ctx| {
-                        if fused {
-                            check_fused_rope(c, nsplit, kernel)
-                        } else {
-                            check_attention(c, nsplit, kernel)
-                        }
-                    };
-                    (name, Box::new(f) as CheckFn)
-                }),
-        )
-        .collect();
-    for (name, f) in checks {
+        .filter(|(kernel, ..)| kernel.supports(head_dim, group, num_kv_heads))
+        .map(|(kernel, nsplit, fused)| {
+            let name = format!(
+                "decode {kernel:?} {}(nsplit={nsplit})",
+                if fused { "fused rope " } else { "" }
+            );
+            let f = move |c: &mut Ctx| {
+                if fused {
+                    check_fused_rope(c, nsplit, kernel)
+                } else {
+                    check_attention(c, nsplit, kernel)
+                }
+            };
+            (name, Box::new(f) as CheckFn)
+        });
+    let all = checks
+        .into_iter()
+        .chain(prefill.into_iter().map(boxed))
+        .chain(decode);
+    for (name, f) in all {
         let r = f(&mut c).unwrap_or_else(|e| KernelCheck {
             name: String::new(),
             max_abs_err: f64::NAN,
@@ -203,63 +232,6 @@ pub fn kernel_self_test(
         });
     }
     out
-}
-
-fn check_rmsnorm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    let (rows, h) = (3usize, 200usize);
-    let resid = c.randn(rows * h, 2.0);
-    let delta = rounded(&c.randn(rows * h, 1.0));
-    let w = rounded(&c.randn(h, 1.0));
-    let rd = c.up(&resid)?;
-    let (dd, wd) = (c.up_bf16(&delta)?, c.up_bf16(&w)?);
-    let sel = [2i32, 0];
-    let seld = c.up(&sel)?;
-    let od = DeviceBuffer::alloc(&c.ctx, rows * h * 2).map_err(|e| device::dev_err("alloc", e))?;
-    launch(
-        &c.stream,
-        &c.k.add_rmsnorm,
-        "add_rmsnorm",
-        (2, 1, 1),
-        256,
-        (h * 4) as u32,
-        &NormParams {
-            resid: rd.ptr,
-            delta: Delta::bf16(dd.ptr),
-            weight: wd.ptr,
-            out: od.ptr,
-            rows: seld.ptr,
-            hidden: h,
-            eps: 1e-6,
-            write_resid: true,
-            embed: 0,
-            tokens: 0,
-        }
-        .args(),
-    )?;
-    let got = c.down_bf16(&od, 2 * h)?;
-    let new_resid: Vec<f32> = c.down(&rd, rows * h)?;
-    let mut want = Vec::new();
-    for &r in &sel {
-        let r = r as usize;
-        let v: Vec<f64> = (0..h)
-            .map(|i| resid[r * h + i] as f64 + delta[r * h + i] as f64)
-            .collect();
-        want.extend(host_rmsnorm(&v, &w));
-    }
-    let mut chk = compare(
-        "add_rmsnorm",
-        &got,
-        &want,
-        1e-2,
-        "rows [2,0] of 3, hidden 200".into(),
-    );
-    let resid_ok = (resid[h] - new_resid[h]).abs() == 0.0
-        && (new_resid[0] - (resid[0] + delta[0])).abs() < 1e-5;
-    if !resid_ok {
-        chk.pass = false;
-        chk.note += "; residual write-back wrong";
-    }
-    Ok(chk)
 }
 
 fn check_silu(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
@@ -291,61 +263,4 @@ fn check_silu(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         })
         .collect();
     Ok(compare("silu_mul", &got, &want, 1e-2, String::new()))
-}
-
-/// The first layer's norm: the residual stream starts from the token embeddings.
-fn check_embed_norm(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
-    let (vocab, h) = (50usize, 200usize);
-    let e = rounded(&c.randn(vocab * h, 1.0));
-    let w = rounded(&c.randn(h, 1.0));
-    let (ed, wd) = (c.up_bf16(&e)?, c.up_bf16(&w)?);
-    let toks = [3i32, 49, 0];
-    let td = c.up(&toks)?;
-    // Stale values in the residual stream must be overwritten, not added to.
-    let rd = c.up(&vec![5.0f32; 3 * h])?;
-    let od = DeviceBuffer::alloc(&c.ctx, 3 * h * 2).map_err(|e| device::dev_err("alloc", e))?;
-    launch(
-        &c.stream,
-        &c.k.add_rmsnorm,
-        "add_rmsnorm",
-        (3, 1, 1),
-        256,
-        0,
-        &NormParams {
-            resid: rd.ptr,
-            delta: Delta::NONE,
-            weight: wd.ptr,
-            out: od.ptr,
-            rows: 0,
-            hidden: h,
-            eps: 1e-6,
-            write_resid: true,
-            embed: ed.ptr,
-            tokens: td.ptr,
-        }
-        .args(),
-    )?;
-    let got = c.down_bf16(&od, 3 * h)?;
-    let resid: Vec<f32> = c.down(&rd, 3 * h)?;
-    let rows: Vec<&[f32]> = toks
-        .iter()
-        .map(|&t| &e[t as usize * h..(t as usize + 1) * h])
-        .collect();
-    let mut want = Vec::new();
-    for row in &rows {
-        let v: Vec<f64> = row.iter().map(|&x| x as f64).collect();
-        want.extend(host_rmsnorm(&v, &w));
-    }
-    let mut chk = compare(
-        "add_rmsnorm from embeddings",
-        &got,
-        &want,
-        1e-2,
-        "tokens [3, 49, 0] of 50, hidden 200".into(),
-    );
-    if resid != rows.concat() {
-        chk.pass = false;
-        chk.note += "; residual stream is not the embedding rows";
-    }
-    Ok(chk)
 }

@@ -47,6 +47,7 @@ pub(super) fn check_rope(c: &mut Ctx) -> Result<KernelCheck, RunnerError> {
         head_dim: d,
         num_q_heads: nq,
         num_kv_heads: nkv,
+        ..
     } = c.shape;
     let qkv_dim = (nq + 2 * nkv) * d;
     let t = 3usize;

@@ -1,0 +1,161 @@
+//! The rows of `engine.csv` and `engine_family.csv`: one timed step each,
+//! `model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit`.
+//!
+//! `commit` is the build's commit: `SERVETWIN_COMMIT` at run time, else the
+//! value it had when the binary was built (`option_env!`), else `unknown`.
+//! Read in the binary rather than set by a build script because a build
+//! script belongs to the whole `engine` package: its output changing with
+//! every commit would rebuild the library too, where `option_env!` makes
+//! only this binary depend on the variable. Build with
+//! `SERVETWIN_COMMIT=$(git rev-parse --short HEAD) cargo build ...` (or set
+//! it where the binary runs).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+/// The header of both files.
+pub(crate) const HEADER: &str = "model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit";
+
+/// The commit the results come from (see the module doc).
+pub(crate) fn commit() -> String {
+    resolve_commit(
+        std::env::var("SERVETWIN_COMMIT").ok(),
+        option_env!("SERVETWIN_COMMIT"),
+    )
+}
+
+fn resolve_commit(run_time: Option<String>, build_time: Option<&str>) -> String {
+    run_time
+        .filter(|c| !c.trim().is_empty())
+        .or_else(|| {
+            build_time
+                .filter(|c| !c.trim().is_empty())
+                .map(String::from)
+        })
+        .map(|c| c.trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// What every row of one run shares.
+#[derive(Debug, Clone)]
+pub(crate) struct RunInfo {
+    pub model: String,
+    pub sm_count: usize,
+    pub date: String,
+    pub commit: String,
+}
+
+impl RunInfo {
+    /// One row (with its newline): a step of `kind` (`decode` or `prefill`)
+    /// at `batch` sequences and `tokens` (the decode context, or the prompt),
+    /// `seconds` at the median, `produced` tokens per step.
+    pub fn row(
+        &self,
+        kind: &str,
+        batch: usize,
+        tokens: usize,
+        seconds: f64,
+        produced: usize,
+    ) -> String {
+        let mut s = String::new();
+        // A model given as a directory may hold a comma; the cell keeps it whole.
+        let model = self.model.replace([',', '"', '\n'], " ");
+        let _ = writeln!(
+            s,
+            "{model},{},{kind},{batch},{tokens},{:.4},{:.1},{},{}",
+            self.sm_count,
+            seconds * 1e3,
+            produced as f64 / seconds,
+            self.date,
+            self.commit
+        );
+        s
+    }
+}
+
+/// Appends `rows` to the CSV file at `path`, writing the header first when
+/// the file is new or empty.
+pub(crate) fn append(path: &Path, rows: &str) -> std::io::Result<()> {
+    let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    if fresh {
+        writeln!(f, "{HEADER}")?;
+    }
+    f.write_all(rows.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> RunInfo {
+        RunInfo {
+            model: "qwen3-8b".into(),
+            sm_count: 32,
+            date: "2026-12-02T10:00:00Z".into(),
+            commit: "abc1234".into(),
+        }
+    }
+
+    #[test]
+    fn a_row_has_the_headers_columns_in_order() {
+        let row = info().row("decode", 64, 300, 0.0025, 64);
+        assert_eq!(
+            row,
+            "qwen3-8b,32,decode,64,300,2.5000,25600.0,2026-12-02T10:00:00Z,abc1234\n"
+        );
+        let cells: Vec<&str> = row.trim_end().split(',').collect();
+        let names: Vec<&str> = HEADER.split(',').collect();
+        assert_eq!(cells.len(), names.len());
+        assert_eq!(
+            names,
+            [
+                "model",
+                "sm_count",
+                "kind",
+                "batch",
+                "tokens",
+                "ms_median",
+                "tok_s",
+                "date",
+                "commit"
+            ]
+        );
+        let dir = RunInfo {
+            model: "/m/a,b".into(),
+            ..info()
+        };
+        assert!(dir
+            .row("prefill", 1, 512, 0.01, 512)
+            .starts_with("/m/a b,32,prefill,1,512,"));
+    }
+
+    #[test]
+    fn the_commit_is_the_run_times_then_the_build_times_then_unknown() {
+        assert_eq!(resolve_commit(Some("r1".into()), Some("b1")), "r1");
+        assert_eq!(resolve_commit(Some(" ".into()), Some("b1")), "b1");
+        assert_eq!(resolve_commit(None, Some("b1\n")), "b1");
+        assert_eq!(resolve_commit(None, None), "unknown");
+        assert_eq!(resolve_commit(None, Some("")), "unknown");
+    }
+
+    #[test]
+    fn appending_writes_the_header_once() {
+        let dir = std::env::temp_dir().join(format!("engine-bench-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("engine_family.csv");
+        let _ = std::fs::remove_file(&path);
+        append(&path, &info().row("decode", 1, 300, 0.001, 1)).unwrap();
+        append(&path, &info().row("prefill", 1, 512, 0.002, 512)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], HEADER);
+        assert!(lines[1].contains(",decode,") && lines[2].contains(",prefill,"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
