@@ -63,6 +63,9 @@ pub enum BackendError {
     Model { name: String, message: String },
     #[error("--backend {0}: this binary was built without it (rebuild with --features cuda)")]
     BackendNotBuilt(String),
+    /// A runner option the chosen runner cannot take.
+    #[error("{0}")]
+    RunnerOption(String),
     #[error("building the {backend} runner: {error}")]
     Runner {
         backend: &'static str,
@@ -125,6 +128,8 @@ pub struct BackendSpec {
     pub runner: RunnerKind,
     /// Seed of synthetic weights (presets only).
     pub weights_seed: u64,
+    /// CUDA runner on this many SMs (a green context); `None`: the whole GPU.
+    pub sm_count: Option<usize>,
     /// Engine settings the real runner is first built for (it is rebuilt
     /// when a condition needs more).
     pub engine: EngineConfig,
@@ -137,6 +142,7 @@ impl Default for BackendSpec {
             model: ModelChoice::Preset(DEFAULT_MODEL.into()),
             runner: RunnerKind::default(),
             weights_seed: 0,
+            sm_count: None,
             engine: EngineConfig::default(),
         }
     }
@@ -175,6 +181,7 @@ pub fn build_backends(
         model.clone(),
         weights,
         &spec.engine,
+        spec.sm_count,
         &cost,
         label,
     )?;

@@ -135,6 +135,7 @@ fn limits_for(grid: &Grid, shapes: &[BatchShape], kind: RunnerKind) -> RunnerLim
         max_model_len: grid.max_model_len,
         num_gpu_blocks: (kind == RunnerKind::Cpu).then_some(blocks + 1),
         gpu_memory_utilization: 0.9,
+        sm_count: None,
     }
 }
 
@@ -214,7 +215,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
             shapes.len()
         );
     }
-    let limits = limits_for(&grid, &shapes, kind);
+    let limits = limits_for(&grid, &shapes, kind).on_sms(args.runner.sm_count()?);
     let weights = model.runner_weights(args.runner.weights_seed)?;
     let mut runner = runner::build(kind, &model.config, &weights, &limits)?;
     drop(weights);

@@ -60,6 +60,10 @@ pub struct RunnerArgs {
     /// Seed of the synthetic weights of a preset model.
     #[arg(long, default_value_t = 0)]
     pub weights_seed: u64,
+    /// CUDA runner only: run on N of the GPU's SMs (a CUDA green context),
+    /// a GPU of another balance between arithmetic, bandwidth and latency.
+    #[arg(long, value_name = "N")]
+    pub sm_count: Option<usize>,
 }
 
 impl RunnerArgs {
@@ -68,6 +72,20 @@ impl RunnerArgs {
             Some(BackendArg::Cpu) => RunnerKind::Cpu,
             Some(BackendArg::Cuda) => RunnerKind::Cuda,
             None => RunnerKind::default(),
+        }
+    }
+
+    /// `--sm-count`, refused for the CPU runner (it has no SMs to limit).
+    pub fn sm_count(&self) -> Result<Option<usize>, BackendError> {
+        match (self.sm_count, self.kind()) {
+            (Some(0), _) => Err(BackendError::RunnerOption(
+                "--sm-count 0: give at least one SM, or leave --sm-count out for the whole GPU"
+                    .into(),
+            )),
+            (Some(n), RunnerKind::Cpu) => Err(BackendError::RunnerOption(format!(
+                "--sm-count {n} limits the CUDA runner's SMs; the CPU runner has none (use --backend cuda)"
+            ))),
+            (n, _) => Ok(n),
         }
     }
 
@@ -81,6 +99,7 @@ impl RunnerArgs {
             model: ModelChoice::parse(&self.model)?,
             runner: self.kind(),
             weights_seed: self.weights_seed,
+            sm_count: self.sm_count()?,
             engine: engine.clone(),
         })
     }

@@ -455,3 +455,31 @@ fn calibrate_refit_fits_the_committed_h200_measurements_without_a_gpu() {
     let err = error_of(&["calibrate", "--refit", &shipped, "--out", t]);
     assert!(err.contains("h200-qwen3-0.6b.samples.csv"), "{err}");
 }
+
+#[test]
+fn sm_count_is_refused_where_there_are_no_sms_to_limit() {
+    let out = scratch("cli-sm-count");
+    let dir = out.to_str().unwrap();
+    let msg = error_of(&[
+        "run",
+        "cb_sweep",
+        "--mode",
+        "real",
+        "--backend",
+        "cpu",
+        "--sm-count",
+        "8",
+        "--out",
+        dir,
+    ]);
+    assert!(
+        msg.contains("--sm-count 8") && msg.contains("--backend cuda"),
+        "{msg}"
+    );
+    let msg = error_of(&["run", "cb_sweep", "--sm-count", "0", "--out", dir]);
+    assert!(msg.contains("--sm-count 0"), "{msg}");
+    assert!(
+        !out.join("cb_sweep").exists(),
+        "nothing is written before the runner starts"
+    );
+}

@@ -38,10 +38,11 @@ impl RealBackend {
         model: LoadedModel,
         weights: ModelWeights,
         engine: &EngineConfig,
+        sm_count: Option<usize>,
         predictor: &ResolvedCost,
         weights_label: String,
     ) -> Result<Self, BackendError> {
-        let limits = RunnerLimits::for_engine(engine);
+        let limits = RunnerLimits::for_engine(engine).on_sms(sm_count);
         let runner = runner::build(kind, &model.config, &weights, &limits)?;
         let device = runner.device_name();
         Ok(Self {

@@ -55,6 +55,8 @@ pub struct RunnerLimits {
     pub max_model_len: usize,
     pub num_gpu_blocks: Option<usize>,
     pub gpu_memory_utilization: f64,
+    /// CUDA only: run in a green context of this many SMs (whole GPU: `None`).
+    pub sm_count: Option<usize>,
 }
 
 impl RunnerLimits {
@@ -66,7 +68,13 @@ impl RunnerLimits {
             max_model_len: e.max_model_len,
             num_gpu_blocks: e.num_gpu_blocks,
             gpu_memory_utilization: e.gpu_memory_utilization,
+            sm_count: None,
         }
+    }
+
+    /// The same limits on `sm_count` SMs.
+    pub fn on_sms(self, sm_count: Option<usize>) -> Self {
+        Self { sm_count, ..self }
     }
 
     /// Whether a runner with these limits and `capacity` KV blocks can serve `e`.
@@ -94,6 +102,7 @@ impl RunnerLimits {
             max_model_len: self.max_model_len.max(new.max_model_len),
             num_gpu_blocks: new.num_gpu_blocks,
             gpu_memory_utilization: new.gpu_memory_utilization,
+            sm_count: self.sm_count,
         }
     }
 
@@ -118,12 +127,18 @@ pub enum AnyRunner {
 }
 
 impl AnyRunner {
-    /// `cpu` or the GPU's name as the driver reports it.
+    /// `cpu`, or the GPU's name as the driver reports it with the SMs the
+    /// runner has and the copy bandwidth it measured at start.
     pub fn device_name(&self) -> String {
         match self {
             Self::Cpu(_) => format!("cpu ({} threads)", rayon::current_num_threads()),
             #[cfg(feature = "cuda")]
-            Self::Cuda(r) => r.device_name().to_string(),
+            Self::Cuda(r) => format!(
+                "{} ({} SMs, copy bandwidth {:.2} TB/s measured at start)",
+                r.device_name(),
+                r.sm_count(),
+                r.measured_copy_bandwidth() * 1e-12
+            ),
         }
     }
 }
@@ -180,7 +195,7 @@ pub fn build(
                 max_model_len: limits.max_model_len,
                 use_cuda_graphs: true,
                 device_ordinal: 0,
-                sm_count: None,
+                sm_count: limits.sm_count,
             };
             let mut cuda =
                 CudaRunner::with_weights(config, weights.source(), &rc).map_err(runner_err)?;
