@@ -99,7 +99,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
         kind,
         &model.config,
         &weights,
-        &RunnerLimits::for_engine(&engine_config),
+        &RunnerLimits::for_engine(&engine_config).on_sms(args.runner.sm_count()?),
     )?;
     let device = runner.device_name();
     let mut core = EngineCore::new(engine_config, runner)?;
