@@ -33,7 +33,7 @@ const SMALL: &[&str] = &[
     "--set",
     "precision_pct=10",
     "--set",
-    "prefix_caching_hash_algo=fast",
+    "prefix_caching_hash_algo=xxhash",
     "--cb-set",
     "concurrency=1,2",
     "--cb-set",

@@ -72,7 +72,7 @@ fn kv_capacity_matches_a_hand_computation() {
         "--set",
         "requests=40",
         "--set",
-        "prefix_caching_hash_algo=fast",
+        "prefix_caching_hash_algo=xxhash",
         "--set",
         "max_num_batched_tokens=2048",
         "--set",
@@ -254,7 +254,7 @@ fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
         seed: 3,
     };
     let mut engine = EngineConfig::default();
-    engine.prefix_caching_hash_algo = engine::HashAlgo::Fast;
+    engine.prefix_caching_hash_algo = engine::HashAlgo::Xxhash;
     let setting = (1024, 32);
     let loose = search_setting(&target, &engine, setting, &unit, &Slo::default(), &method).unwrap();
     let at_loose = loose.at_max.clone().expect("the default SLO is met");
