@@ -3,6 +3,7 @@
 
 use calibration::{fit, samples_from_csv, Grid, Provenance, Sample};
 use sim::{GpuSpec, ModelShape};
+use std::path::Path;
 
 fn h200() -> GpuSpec {
     GpuSpec {
@@ -22,7 +23,7 @@ fn h200_samples() -> Vec<Sample> {
         "/../results/h200/calibration_samples.csv"
     );
     let text = std::fs::read_to_string(path).expect("committed samples");
-    samples_from_csv(&text, &Grid::gpu_default())
+    samples_from_csv(&text, Path::new(path), &Grid::gpu_default())
         .expect("samples were measured on Grid::gpu_default")
 }
 

@@ -25,14 +25,12 @@ fn run(args: &[&str]) -> anyhow::Result<()> {
 /// `plan.csv`'s `kv_capacity_tokens` of the first GPU.
 fn planned_kv_capacity(out: &Path) -> String {
     let text = std::fs::read_to_string(out.join("plan.csv")).expect("plan.csv");
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let row: Vec<&str> = lines.next().expect("row").split(',').collect();
+    let (header, rows) = common::csv_rows(&text);
     let i = header
         .iter()
-        .position(|c| *c == "kv_capacity_tokens")
+        .position(|c| c == "kv_capacity_tokens")
         .expect("column");
-    row[i].to_string()
+    rows.first().expect("row")[i].clone()
 }
 
 #[test]
