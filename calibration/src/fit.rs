@@ -39,11 +39,20 @@ pub struct Fit {
     pub holdout_errors_pct: Vec<f64>,
 }
 
+fn finite(values: &[f64]) -> Vec<f64> {
+    values.iter().copied().filter(|x| x.is_finite()).collect()
+}
+
 /// The project's percentile (`sim::records::percentile`) of the finite
 /// `values`; NaN when there are none.
 pub fn percentile(values: &[f64], p: f64) -> f64 {
-    let finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    sim::records::percentile(&finite, p).unwrap_or(f64::NAN)
+    sim::records::percentile(&finite(values), p).unwrap_or(f64::NAN)
+}
+
+/// The median (statrs', through `sim::records::median`) of the finite
+/// `values`; NaN when there are none.
+pub fn median(values: &[f64]) -> f64 {
+    sim::records::median(&finite(values)).unwrap_or(f64::NAN)
 }
 
 pub fn relative_error_pct(predicted: f64, measured: f64) -> f64 {
@@ -93,7 +102,7 @@ pub fn fit(
         .iter()
         .map(|s| relative_error_pct(profile.step_seconds(&s.shape), s.seconds))
         .collect();
-    profile.provenance.holdout_error_pct_median = percentile(&holdout_errors_pct, 50.0);
+    profile.provenance.holdout_error_pct_median = median(&holdout_errors_pct);
     profile.provenance.holdout_error_pct_p90 = percentile(&holdout_errors_pct, 90.0);
     Ok(Fit {
         profile,
