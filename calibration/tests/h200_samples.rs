@@ -1,5 +1,8 @@
-//! The fit on the grid measured on the H200 (results/h200/calibration_samples.csv,
-//! 2026-11-30, tenth session): the committed measurements, refitted by the current code.
+//! The fit on the grid measured on the H200: results/h200/calibration_samples.csv,
+//! the 120 points of `Grid::gpu_default` measured on 2026-11-30 at 21:03 UTC by
+//! the engine of commit 3067d47 (with uncommitted changes: `-dirty`), on which the
+//! shipped profile calibration/profiles/h200-qwen3-0.6b.ron was fitted, refitted
+//! by the current code.
 
 use calibration::{fit, samples_from_csv, Grid, Provenance, Sample};
 use sim::{GpuSpec, ModelShape};
@@ -54,16 +57,15 @@ fn refit_of_the_h200_grid_is_accurate_and_its_curves_never_fall() {
         "held-out median {:.2} %, p90 {:.2} %",
         p.provenance.holdout_error_pct_median, p.provenance.holdout_error_pct_p90
     );
-    // These points (twelfth session, 21:03 UTC) score 5.5 % and 12.4 % (the
-    // tenth session's 5.6 % and 12.9 %, the ninth's 5.7 % and 12.1 %, the
-    // seventh's 5.6 % and 12.0 %). The p90 comes from host-bound eager
-    // steps: in these points 24 decodes at context 3,000 (17 % over the fit)
-    // and a 64-token prefill beside one decode (16 %). Their launches take
-    // longer than their GPU work, and the lent machines differ there (a
-    // 64-token prefill alone took 1.42 ms at 08:18, 1.87 at 13:32, 2.31 at
-    // 13:40, 1.53 at 15:18 and 1.36 at 21:03), which no GPU cost term
-    // follows. The sixth session's points scored 6.2 % and 17.1 %, the second
-    // session's 6.0 % and 10.9 %, the first session's 3.9 % and 9.0 %.
+    // These points score 5.5 % and 12.4 % (the shipped profile's provenance).
+    // Earlier calibrations that day, of earlier engines on other lent H200s,
+    // scored from 3.9 % / 9.0 % to 6.2 % / 17.1 %. The p90 comes from host-bound
+    // eager steps: in these points 24 decodes at context 3,000 (17 % over the
+    // fit) and a 64-token prefill beside one decode (16 %). Their launches
+    // take longer than their GPU work, and the lent machines differ there (a
+    // 64-token prefill alone took 1.42 ms at 08:18 UTC, 1.87 at 13:32, 2.31
+    // at 13:40, 1.53 at 15:18 and 1.36 at 21:03), which no GPU cost term
+    // follows.
     // Validation on real runs with this profile: every step priced within
     // 1.2 % median, 2.3 % p90 (results/h200/VALIDATION.md).
     assert!(p.provenance.holdout_error_pct_median < 6.0);
