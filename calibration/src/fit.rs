@@ -59,33 +59,58 @@ pub fn relative_error_pct(predicted: f64, measured: f64) -> f64 {
     (predicted - measured).abs() / measured * 100.0
 }
 
+/// Coordinate-descent sweeps [`fit`] gives the NNLS solver at most.
+pub const NNLS_SWEEPS: usize = 200_000;
+
+/// Samples a fit can use: a positive finite time and a non-empty batch.
+fn usable(samples: &[Sample]) -> Vec<&Sample> {
+    samples
+        .iter()
+        .filter(|s| s.seconds.is_finite() && s.seconds > 0.0 && !s.shape.seqs.is_empty())
+        .collect()
+}
+
+/// Whether the `i`-th usable sample is held out of the fit.
+fn held_out(i: usize) -> bool {
+    i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1
+}
+
+/// The non-negative least-squares problem [`fit`] solves: one row of `A` per
+/// fitted (usable, not held-out) sample, its features in the increment basis
+/// divided by its measured time, and `b` all ones. Returns (rows of `A`, `b`).
+pub fn least_squares_problem(samples: &[Sample], model: &ModelShape) -> (Vec<Vec<f64>>, Vec<f64>) {
+    usable(samples)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !held_out(*i))
+        .map(|(_, s)| {
+            let mut row = features(&s.shape, model);
+            to_increment_basis(&mut row, DENSE_START, DENSE_KNOTS.len());
+            to_increment_basis(&mut row, LM_START, LM_KNOTS.len());
+            (row.iter().map(|f| f / s.seconds).collect(), 1.0)
+        })
+        .unzip()
+}
+
 pub fn fit(
     samples: &[Sample],
     gpu: GpuSpec,
     model: ModelShape,
     mut provenance: Provenance,
 ) -> Result<Fit, FitError> {
-    let usable: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| s.seconds.is_finite() && s.seconds > 0.0 && !s.shape.seqs.is_empty())
-        .collect();
+    let usable = usable(samples);
     let min = 2 * NUM_FEATURES;
     if usable.len() < min {
         return Err(FitError::TooFewSamples(usable.len(), min));
     }
-    let (mut rows, mut rhs, mut held) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, s) in usable.iter().enumerate() {
-        if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 {
-            held.push(*s);
-            continue;
-        }
-        let mut row = features(&s.shape, &model);
-        to_increment_basis(&mut row, DENSE_START, DENSE_KNOTS.len());
-        to_increment_basis(&mut row, LM_START, LM_KNOTS.len());
-        rows.push(row.iter().map(|f| f / s.seconds).collect());
-        rhs.push(1.0);
-    }
-    let solved = nnls(&rows, &rhs, 200_000);
+    let held: Vec<&Sample> = usable
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| held_out(*i))
+        .map(|(_, s)| *s)
+        .collect();
+    let (rows, rhs) = least_squares_problem(samples, &model);
+    let solved = nnls(&rows, &rhs, NNLS_SWEEPS);
     let mut coefficients = [0.0; NUM_FEATURES];
     coefficients.copy_from_slice(&solved);
     from_increments(&mut coefficients, DENSE_START, DENSE_KNOTS.len());
