@@ -39,15 +39,57 @@ pub struct Fit {
     pub holdout_errors_pct: Vec<f64>,
 }
 
+fn finite(values: &[f64]) -> Vec<f64> {
+    values.iter().copied().filter(|x| x.is_finite()).collect()
+}
+
 /// The project's percentile (`sim::records::percentile`) of the finite
 /// `values`; NaN when there are none.
 pub fn percentile(values: &[f64], p: f64) -> f64 {
-    let finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    sim::records::percentile(&finite, p).unwrap_or(f64::NAN)
+    sim::records::percentile(&finite(values), p).unwrap_or(f64::NAN)
+}
+
+/// The median (statrs', through `sim::records::median`) of the finite
+/// `values`; NaN when there are none.
+pub fn median(values: &[f64]) -> f64 {
+    sim::records::median(&finite(values)).unwrap_or(f64::NAN)
 }
 
 pub fn relative_error_pct(predicted: f64, measured: f64) -> f64 {
     (predicted - measured).abs() / measured * 100.0
+}
+
+/// Coordinate-descent sweeps [`fit`] gives the NNLS solver at most.
+pub const NNLS_SWEEPS: usize = 200_000;
+
+/// Samples a fit can use: a positive finite time and a non-empty batch.
+fn usable(samples: &[Sample]) -> Vec<&Sample> {
+    samples
+        .iter()
+        .filter(|s| s.seconds.is_finite() && s.seconds > 0.0 && !s.shape.seqs.is_empty())
+        .collect()
+}
+
+/// Whether the `i`-th usable sample is held out of the fit.
+fn held_out(i: usize) -> bool {
+    i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1
+}
+
+/// The non-negative least-squares problem [`fit`] solves: one row of `A` per
+/// fitted (usable, not held-out) sample, its features in the increment basis
+/// divided by its measured time, and `b` all ones. Returns (rows of `A`, `b`).
+pub fn least_squares_problem(samples: &[Sample], model: &ModelShape) -> (Vec<Vec<f64>>, Vec<f64>) {
+    usable(samples)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !held_out(*i))
+        .map(|(_, s)| {
+            let mut row = features(&s.shape, model);
+            to_increment_basis(&mut row, DENSE_START, DENSE_KNOTS.len());
+            to_increment_basis(&mut row, LM_START, LM_KNOTS.len());
+            (row.iter().map(|f| f / s.seconds).collect(), 1.0)
+        })
+        .unzip()
 }
 
 pub fn fit(
@@ -56,27 +98,19 @@ pub fn fit(
     model: ModelShape,
     mut provenance: Provenance,
 ) -> Result<Fit, FitError> {
-    let usable: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| s.seconds.is_finite() && s.seconds > 0.0 && !s.shape.seqs.is_empty())
-        .collect();
+    let usable = usable(samples);
     let min = 2 * NUM_FEATURES;
     if usable.len() < min {
         return Err(FitError::TooFewSamples(usable.len(), min));
     }
-    let (mut rows, mut rhs, mut held) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, s) in usable.iter().enumerate() {
-        if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 {
-            held.push(*s);
-            continue;
-        }
-        let mut row = features(&s.shape, &model);
-        to_increment_basis(&mut row, DENSE_START, DENSE_KNOTS.len());
-        to_increment_basis(&mut row, LM_START, LM_KNOTS.len());
-        rows.push(row.iter().map(|f| f / s.seconds).collect());
-        rhs.push(1.0);
-    }
-    let solved = nnls(&rows, &rhs, 200_000);
+    let held: Vec<&Sample> = usable
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| held_out(*i))
+        .map(|(_, s)| *s)
+        .collect();
+    let (rows, rhs) = least_squares_problem(samples, &model);
+    let solved = nnls(&rows, &rhs, NNLS_SWEEPS);
     let mut coefficients = [0.0; NUM_FEATURES];
     coefficients.copy_from_slice(&solved);
     from_increments(&mut coefficients, DENSE_START, DENSE_KNOTS.len());
@@ -93,7 +127,7 @@ pub fn fit(
         .iter()
         .map(|s| relative_error_pct(profile.step_seconds(&s.shape), s.seconds))
         .collect();
-    profile.provenance.holdout_error_pct_median = percentile(&holdout_errors_pct, 50.0);
+    profile.provenance.holdout_error_pct_median = median(&holdout_errors_pct);
     profile.provenance.holdout_error_pct_p90 = percentile(&holdout_errors_pct, 90.0);
     Ok(Fit {
         profile,

@@ -237,5 +237,5 @@ pub fn time_shape<R: ModelRunner>(
         runner.execute(&batch)?;
         times.push(start.elapsed().as_secs_f64());
     }
-    Ok(crate::fit::percentile(&times, 50.0))
+    Ok(crate::fit::median(&times))
 }

@@ -4,86 +4,150 @@
 //!
 //! Contract: the CSV holds one row per grid point, in the order of the grid
 //! it was measured on, with at least the columns `seqs`, `tokens`, `sampled`
-//! and `measured_ms`; each row is paired with the grid's shape at its
-//! position, and a row whose summary does not match that shape is an error
-//! naming the row (the samples were measured on another grid).
+//! and `measured_ms` (others are ignored); it is read by the `csv` crate into
+//! [`SampleRow`]s. Each row is paired with the grid's shape at its position,
+//! and a row whose summary does not match that shape is an error (the samples
+//! were measured on another grid). Errors name the file, the line (1-based,
+//! the header is line 1) and the field.
 
 use crate::fit::Sample;
 use crate::measure::Grid;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SamplesCsvError {
-    #[error("the samples CSV has no column {0:?}")]
-    MissingColumn(String),
-    #[error("the samples CSV has {rows} rows but the grid has {points} points: measured on another grid")]
-    RowCount { rows: usize, points: usize },
+    #[error("{}: no column {column:?}", path.display())]
+    MissingColumn { path: PathBuf, column: String },
+    #[error("{}: {rows} rows but the grid has {points} points: measured on another grid", path.display())]
+    RowCount {
+        path: PathBuf,
+        rows: usize,
+        points: usize,
+    },
     #[error(
-        "row {row}: {what} is {found}, the grid's point has {expected}: measured on another grid"
+        "{}:{line}: field `{field}`: {found}, the grid's point has {expected}: measured on another grid",
+        path.display()
     )]
     ShapeMismatch {
-        row: usize,
-        what: &'static str,
-        found: String,
+        path: PathBuf,
+        line: usize,
+        field: &'static str,
+        found: usize,
         expected: usize,
     },
-    #[error("row {row}: measured_ms {value:?} is not a number")]
-    BadNumber { row: usize, value: String },
+    #[error("{}:{line}: field `{field}`: {message}", path.display())]
+    BadField {
+        path: PathBuf,
+        line: usize,
+        field: String,
+        message: String,
+    },
+    #[error("{}:{line}: {message}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
 }
 
-/// The samples of `text`, paired with `grid`'s shapes.
-pub fn samples_from_csv(text: &str, grid: &Grid) -> Result<Vec<Sample>, SamplesCsvError> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|&h| h.trim() == name)
-            .ok_or_else(|| SamplesCsvError::MissingColumn(name.into()))
+/// The columns a refit reads from one row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SampleRow {
+    pub seqs: usize,
+    pub tokens: usize,
+    pub sampled: usize,
+    pub measured_ms: f64,
+}
+
+const REQUIRED: [&str; 4] = ["seqs", "tokens", "sampled", "measured_ms"];
+
+/// The rows of `text` (the file `path`), each with the line it is on.
+fn rows(text: &str, path: &Path) -> Result<Vec<(usize, SampleRow)>, SamplesCsvError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let line_of = |p: Option<&csv::Position>| p.map_or(1, |p| p.line() as usize);
+    let unreadable = |e: csv::Error| SamplesCsvError::Unreadable {
+        path: path.to_path_buf(),
+        line: line_of(e.position()),
+        message: e.to_string(),
     };
-    let (seqs, tokens, sampled, measured) = (
-        col("seqs")?,
-        col("tokens")?,
-        col("sampled")?,
-        col("measured_ms")?,
-    );
-    let rows: Vec<Vec<&str>> = lines
-        .map(|l| l.split(',').map(str::trim).collect())
-        .collect();
+    let headers = reader.headers().map_err(unreadable)?.clone();
+    if let Some(column) = REQUIRED.iter().find(|c| !headers.iter().any(|h| h == **c)) {
+        return Err(SamplesCsvError::MissingColumn {
+            path: path.to_path_buf(),
+            column: column.to_string(),
+        });
+    }
+    let mut out = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(unreadable)?;
+        let line = line_of(record.position());
+        let row = record.deserialize(Some(&headers)).map_err(|e| {
+            let (field, value) = match e.kind() {
+                csv::ErrorKind::Deserialize { err, .. } => {
+                    let i = err.field().map_or(usize::MAX, |i| i as usize);
+                    (headers.get(i), record.get(i))
+                }
+                _ => (None, None),
+            };
+            match (field, value) {
+                (Some(field), Some(value)) => SamplesCsvError::BadField {
+                    path: path.to_path_buf(),
+                    line,
+                    field: field.to_string(),
+                    message: format!("{value:?} is not a number"),
+                },
+                _ => SamplesCsvError::Unreadable {
+                    path: path.to_path_buf(),
+                    line,
+                    message: e.to_string(),
+                },
+            }
+        })?;
+        out.push((line, row));
+    }
+    Ok(out)
+}
+
+/// The samples of `text` (read from `path`, named in errors), paired with
+/// `grid`'s shapes.
+pub fn samples_from_csv(
+    text: &str,
+    path: &Path,
+    grid: &Grid,
+) -> Result<Vec<Sample>, SamplesCsvError> {
+    let rows = rows(text, path)?;
     let shapes = grid.shapes();
     if rows.len() != shapes.len() {
         return Err(SamplesCsvError::RowCount {
+            path: path.to_path_buf(),
             rows: rows.len(),
             points: shapes.len(),
         });
     }
-    rows.iter()
+    rows.into_iter()
         .zip(shapes)
-        .enumerate()
-        .map(|(i, (r, shape))| {
-            let field = |c: usize| r.get(c).copied().unwrap_or("");
+        .map(|((line, row), shape)| {
             let counts = shape.counts();
-            for (what, c, expected) in [
-                ("seqs", seqs, counts.seqs),
-                ("tokens", tokens, counts.tokens),
-                ("sampled", sampled, counts.sampled),
+            for (field, found, expected) in [
+                ("seqs", row.seqs, counts.seqs),
+                ("tokens", row.tokens, counts.tokens),
+                ("sampled", row.sampled, counts.sampled),
             ] {
-                if field(c).parse::<usize>().ok() != Some(expected) {
+                if found != expected {
                     return Err(SamplesCsvError::ShapeMismatch {
-                        row: i + 1,
-                        what,
-                        found: field(c).into(),
+                        path: path.to_path_buf(),
+                        line,
+                        field,
+                        found,
                         expected,
                     });
                 }
             }
-            let ms: f64 = field(measured)
-                .parse()
-                .map_err(|_| SamplesCsvError::BadNumber {
-                    row: i + 1,
-                    value: field(measured).into(),
-                })?;
             Ok(Sample {
-                seconds: ms / 1e3,
+                seconds: row.measured_ms / 1e3,
                 shape,
             })
         })
@@ -108,10 +172,15 @@ mod tests {
         out
     }
 
+    fn path() -> &'static Path {
+        Path::new("s.csv")
+    }
+
     #[test]
     fn rows_pair_with_the_grid_and_keep_their_times() {
         let grid = Grid::small(256);
-        let samples = samples_from_csv(&csv_for(&grid, |i| format!("{}.5", i + 1)), &grid).unwrap();
+        let text = csv_for(&grid, |i| format!("{}.5", i + 1));
+        let samples = samples_from_csv(&text, path(), &grid).unwrap();
         assert_eq!(samples.len(), grid.shapes().len());
         assert_eq!(samples[2].seconds, 3.5e-3);
         assert_eq!(samples[2].shape, grid.shapes()[2]);
@@ -123,27 +192,64 @@ mod tests {
         let text = csv_for(&grid, |_| "1".into());
         let bigger = Grid::gpu_default();
         assert!(matches!(
-            samples_from_csv(&text, &bigger),
+            samples_from_csv(&text, path(), &bigger),
             Err(SamplesCsvError::RowCount { .. })
         ));
         let swapped = text.replacen("\n0,1,1,1,", "\n0,2,1,1,", 1);
+        let err = samples_from_csv(&swapped, path(), &grid).unwrap_err();
         assert_eq!(
-            samples_from_csv(&swapped, &grid),
-            Err(SamplesCsvError::ShapeMismatch {
-                row: 1,
-                what: "seqs",
-                found: "2".into(),
+            err,
+            SamplesCsvError::ShapeMismatch {
+                path: path().into(),
+                line: 2,
+                field: "seqs",
+                found: 2,
                 expected: 1
-            })
+            }
+        );
+        assert!(
+            err.to_string().starts_with("s.csv:2: field `seqs`"),
+            "{err}"
         );
         let bad = text.replacen(",1\n", ",fast\n", 1);
-        assert!(matches!(
-            samples_from_csv(&bad, &grid),
-            Err(SamplesCsvError::BadNumber { row: 1, .. })
-        ));
+        let err = samples_from_csv(&bad, path(), &grid).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                SamplesCsvError::BadField { line: 2, field, .. } if field == "measured_ms"
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("\"fast\" is not a number"),
+            "{err}"
+        );
         assert_eq!(
-            samples_from_csv("point,seqs\n", &grid),
-            Err(SamplesCsvError::MissingColumn("tokens".into()))
+            samples_from_csv("point,seqs\n", path(), &grid),
+            Err(SamplesCsvError::MissingColumn {
+                path: path().into(),
+                column: "tokens".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_quoted_field_holding_a_comma_is_one_field() {
+        let grid = Grid::small(256);
+        let text = csv_for(&grid, |i| format!("1,\"point {i}, warm\"")).replacen(
+            "measured_ms\n",
+            "measured_ms,note\n",
+            1,
+        );
+        let samples = samples_from_csv(&text, path(), &grid).unwrap();
+        assert_eq!(samples.len(), grid.shapes().len());
+        let short = text.replacen(",\"point 0, warm\"\n", "\n", 1);
+        assert!(
+            matches!(
+                samples_from_csv(&short, path(), &grid),
+                Err(SamplesCsvError::Unreadable { line: 2, .. })
+            ),
+            "a row shorter than the header"
         );
     }
 }

@@ -2,12 +2,12 @@
 //!
 //! - `decode_step/HASH/N`: one `EngineCore::step` (schedule, runner, update)
 //!   with N running decodes, with `FixedTokenRunner` (which computes nothing);
-//!   HASH is the prefix-cache hash (`sha256`, vLLM's default; `fast`) or
+//!   HASH is the prefix-cache hash (`sha256`, vLLM's default, or `xxhash`) or
 //!   `no_caching`. A decoding sequence hashes one block every `block_size` steps.
 //! - `closed_loop_64/HASH`: a 64-client closed loop of 256-token prompts and
 //!   128 outputs (cb_sweep's load), per step, including admissions, finishes
 //!   and building the next request's prompt.
-//! - `prefix_lookup/{sha256,fast}`: the cached-prefix lookup of a new
+//! - `prefix_lookup/{sha256,xxhash}`: the cached-prefix lookup of a new
 //!   3,200-token prompt whose prefix is cached (hashing included).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -80,7 +80,7 @@ fn decode_step(c: &mut Criterion) {
     let variants = [
         (64, Some(HashAlgo::Sha256)),
         (256, Some(HashAlgo::Sha256)),
-        (64, Some(HashAlgo::Fast)),
+        (64, Some(HashAlgo::Xxhash)),
         (64, None),
     ];
     for (num_seqs, caching) in variants {
@@ -114,7 +114,7 @@ fn decode_step(c: &mut Criterion) {
 
 fn closed_loop_64(c: &mut Criterion) {
     let mut group = c.benchmark_group("closed_loop_64");
-    for algo in [HashAlgo::Sha256, HashAlgo::Fast] {
+    for algo in [HashAlgo::Sha256, HashAlgo::Xxhash] {
         let config = EngineConfig {
             num_gpu_blocks: Some(64 * 26 + 1),
             prefix_caching_hash_algo: algo,
@@ -153,7 +153,7 @@ fn prefix_lookup(c: &mut Criterion) {
     let prompt: Vec<u32> = (0..3_200u32)
         .map(|t| t.wrapping_mul(2_654_435_761) % 151_936)
         .collect();
-    for (name, algo) in [("sha256", HashAlgo::Sha256), ("fast", HashAlgo::Fast)] {
+    for (name, algo) in [("sha256", HashAlgo::Sha256), ("xxhash", HashAlgo::Xxhash)] {
         let mut kv = KvCacheManager::new(1_000, 16, true, algo);
         let mut writer = SeqBlocks::default();
         assert!(kv.allocate_slots(&mut writer, &prompt, None, 0, prompt.len(), &[]));

@@ -4,19 +4,67 @@
 //! [`EngineConfig::validate`] rejects impossible combinations before anything
 //! runs, with an error that names the option and says how to fix it.
 
+use serde::de::{self, Deserializer, EnumAccess, VariantAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use std::str::FromStr;
 use thiserror::Error;
 
-/// Hash used for prefix-cache block hashes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// Hash used for prefix-cache block hashes, by vLLM's names for
+/// `prefix_caching_hash_algo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum HashAlgo {
     /// SHA-256 over the parent hash, the block's tokens and extra keys (vLLM's default).
     #[default]
     Sha256,
-    /// A fast non-cryptographic 64-bit hash (collisions are possible in principle;
-    /// fine for simulation, not for multi-tenant isolation guarantees).
-    Fast,
+    /// xxh3, 128 bits (as vLLM's `xxhash`): non-cryptographic, so collisions
+    /// could in principle be crafted; fine for simulation, not for multi-tenant
+    /// isolation guarantees.
+    Xxhash,
+}
+
+/// A `prefix_caching_hash_algo` name that is not one of [`HashAlgo`]'s.
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum HashAlgoError {
+    #[error("prefix_caching_hash_algo \"fast\" is now \"xxhash\" (vLLM's name): use \"xxhash\"")]
+    RenamedFast,
+    #[error("unknown prefix_caching_hash_algo {0:?}: use \"sha256\" (the default) or \"xxhash\"")]
+    Unknown(String),
+}
+
+impl FromStr for HashAlgo {
+    type Err = HashAlgoError;
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "sha256" => Ok(HashAlgo::Sha256),
+            "xxhash" => Ok(HashAlgo::Xxhash),
+            "fast" => Err(HashAlgoError::RenamedFast),
+            other => Err(HashAlgoError::Unknown(other.to_string())),
+        }
+    }
+}
+
+/// Reads the name as a string (JSON) or a unit variant (RON), through
+/// [`FromStr`], so that the old name `fast` gets an error saying what to use.
+impl<'de> Deserialize<'de> for HashAlgo {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl<'de> Visitor<'de> for Name {
+            type Value = HashAlgo;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"sha256\" or \"xxhash\"")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<HashAlgo, E> {
+                name.parse().map_err(E::custom)
+            }
+            fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<HashAlgo, A::Error> {
+                let (name, variant): (String, _) = data.variant()?;
+                variant.unit_variant()?;
+                name.parse().map_err(de::Error::custom)
+            }
+        }
+        deserializer.deserialize_enum("HashAlgo", &["sha256", "xxhash"], Name)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,5 +210,32 @@ impl EngineConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_algo_names_are_vllms_and_fast_says_to_use_xxhash() {
+        assert_eq!("sha256".parse(), Ok(HashAlgo::Sha256));
+        assert_eq!("xxhash".parse(), Ok(HashAlgo::Xxhash));
+        let fast = "fast".parse::<HashAlgo>().unwrap_err();
+        assert_eq!(fast, HashAlgoError::RenamedFast);
+        assert!(fast.to_string().contains("use \"xxhash\""), "{fast}");
+        assert!(matches!("md5".parse::<HashAlgo>(), Err(HashAlgoError::Unknown(n)) if n == "md5"));
+        for algo in [HashAlgo::Sha256, HashAlgo::Xxhash] {
+            let json = serde_json::to_string(&algo).unwrap();
+            assert_eq!(serde_json::from_str::<HashAlgo>(&json).unwrap(), algo);
+        }
+        assert_eq!(
+            serde_json::to_string(&HashAlgo::Xxhash).unwrap(),
+            "\"xxhash\""
+        );
+        let err = serde_json::from_str::<EngineConfig>(r#"{"prefix_caching_hash_algo": "fast"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("use \"xxhash\""), "{err}");
     }
 }

@@ -22,7 +22,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod testing;
 
-pub use config::{ConfigError, EngineConfig, HashAlgo};
+pub use config::{ConfigError, EngineConfig, HashAlgo, HashAlgoError};
 pub use core::{EngineCore, EngineError, StepOutcome};
 pub use request::{FinishReason, Request, RequestError, RequestId};
 pub use runner::{

@@ -160,7 +160,7 @@ fn config() -> impl Strategy<Value = EngineConfig> {
         0..100usize,
     )
         .prop_map(
-            |(block_size, max_num_seqs, chunked, threshold, caching, fast, spare, budget)| {
+            |(block_size, max_num_seqs, chunked, threshold, caching, xxhash, spare, budget)| {
                 let max_model_len = 64;
                 let min_budget = if chunked { max_num_seqs } else { max_model_len };
                 let mut c = EngineConfig {
@@ -171,8 +171,8 @@ fn config() -> impl Strategy<Value = EngineConfig> {
                     long_prefill_token_threshold: threshold,
                     block_size,
                     enable_prefix_caching: caching,
-                    prefix_caching_hash_algo: if fast {
-                        HashAlgo::Fast
+                    prefix_caching_hash_algo: if xxhash {
+                        HashAlgo::Xxhash
                     } else {
                         HashAlgo::Sha256
                     },

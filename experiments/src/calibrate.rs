@@ -283,8 +283,8 @@ fn refit(args: &CalibrateArgs, old: &Path, grid: &Grid, model: ModelShape) -> an
     let csv = args.samples.clone().unwrap_or_else(|| samples_path(old));
     let text =
         std::fs::read_to_string(&csv).with_context(|| format!("reading {}", csv.display()))?;
-    let samples = calibration::samples_from_csv(&text, grid)
-        .with_context(|| format!("{} against --grid", csv.display()))?;
+    let samples =
+        calibration::samples_from_csv(&text, &csv, grid).context("the samples against --grid")?;
     let p = &previous.provenance;
     let provenance = Provenance {
         method: format!(

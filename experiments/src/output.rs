@@ -10,64 +10,51 @@
 
 use crate::backend::BackendInfo;
 use crate::settings::Settings;
-use crate::table::csv_field;
 use calibration::fit::relative_error_pct;
 use engine::EngineConfig;
 use serde::Serialize;
+use sim::records::{Millis, RequestRow, StepRow, REQUESTS_COLUMNS, STEPS_COLUMNS};
 use sim::{CostModel, RunRecords};
-use std::fmt::Write as _;
 
-/// Prefixes every line of one condition's CSV with its label (header: `condition`).
-fn append_labelled(out: &mut String, csv: &str, label: Option<&str>, with_header: bool) {
-    for (i, line) in csv.lines().enumerate() {
-        if i == 0 && !with_header {
-            continue;
-        }
-        match (i, label) {
-            (_, None) => {}
-            (0, Some(_)) => out.push_str("condition,"),
-            (_, Some(l)) => {
-                let _ = write!(out, "{},", csv_field(l));
-            }
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-}
-
-fn combine(
+/// The rows of every run under `columns`, led by a `condition` column
+/// naming each run's condition when there are several.
+fn combine<R: Serialize>(
     runs: &[(String, &RunRecords)],
-    write: impl Fn(&mut Vec<u8>, &RunRecords) -> std::io::Result<()>,
+    columns: &[&str],
+    rows: impl Fn(&RunRecords) -> Vec<R>,
 ) -> std::io::Result<String> {
     let labelled = runs.len() > 1;
-    let mut out = String::new();
-    if runs.is_empty() {
-        let mut buf = Vec::new();
-        write(&mut buf, &RunRecords::default())?;
-        return Ok(String::from_utf8_lossy(&buf).into_owned());
+    let mut out = Vec::new();
+    let mut w = sim::records::csv_writer(&mut out);
+    let condition = labelled.then_some("condition");
+    w.write_record(condition.iter().chain(columns))?;
+    for (label, records) in runs {
+        for row in rows(records) {
+            if labelled {
+                w.serialize((label, row))?;
+            } else {
+                w.serialize(row)?;
+            }
+        }
     }
-    for (i, (label, records)) in runs.iter().enumerate() {
-        let mut buf = Vec::new();
-        write(&mut buf, records)?;
-        let text = String::from_utf8_lossy(&buf);
-        append_labelled(&mut out, &text, labelled.then_some(label.as_str()), i == 0);
-    }
-    Ok(out)
+    w.flush()?;
+    drop(w);
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// `requests.csv` (sim's columns, requests by id) for the runs of all conditions.
 pub fn requests_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
-    combine(runs, |buf, records| {
-        let mut requests = records.requests.clone();
-        requests.sort_by_key(|r| r.id);
-        sim::records::write_requests_csv(buf, &requests)
+    combine(runs, &REQUESTS_COLUMNS, |records| {
+        let mut rows: Vec<RequestRow> = records.requests.iter().map(RequestRow::from).collect();
+        rows.sort_by_key(|r| r.id);
+        rows
     })
 }
 
 /// `steps.csv` (sim's columns) for the runs of all conditions.
 pub fn steps_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
-    combine(runs, |buf, records| {
-        sim::records::write_steps_csv(buf, &records.steps)
+    combine(runs, &STEPS_COLUMNS, |records| {
+        records.steps.iter().map(StepRow::from).collect()
     })
 }
 
@@ -80,23 +67,17 @@ pub fn steps_csv_predicted(
     let Some(predictor) = predictor else {
         return steps_csv(runs);
     };
-    combine(runs, |buf, records| {
-        let mut plain = Vec::new();
-        sim::records::write_steps_csv(&mut plain, &records.steps)?;
-        let text = String::from_utf8_lossy(&plain);
-        for (i, line) in text.lines().enumerate() {
-            buf.extend_from_slice(line.as_bytes());
-            match i.checked_sub(1).and_then(|s| records.steps.get(s)) {
-                None if i == 0 => buf.extend_from_slice(b",predicted_ms"),
-                None => buf.push(b','),
-                Some(step) => {
-                    let ms = predictor.step_seconds(&step.shape) * 1e3;
-                    buf.extend_from_slice(format!(",{ms:.6}").as_bytes());
-                }
-            }
-            buf.push(b'\n');
-        }
-        Ok(())
+    let mut columns = STEPS_COLUMNS.to_vec();
+    columns.push("predicted_ms");
+    combine(runs, &columns, |records| {
+        records
+            .steps
+            .iter()
+            .map(|s| {
+                let predicted = Millis::from_seconds(predictor.step_seconds(&s.shape));
+                (StepRow::from(s), predicted)
+            })
+            .collect()
     })
 }
 
@@ -181,5 +162,25 @@ mod tests {
         );
         let steps = steps_csv(&[("x".into(), &a), ("y".into(), &b)]).unwrap();
         assert_eq!(steps.lines().count(), 1, "no steps: header only");
+        assert!(steps.starts_with("condition,engine,start_ms,"), "{steps}");
+    }
+
+    #[test]
+    fn a_condition_label_with_a_comma_a_quote_and_a_newline_round_trips() {
+        let label = "tenant \"a\", batch\n2";
+        let (a, b) = (records(&[1]), records(&[2]));
+        let both = requests_csv(&[(label.into(), &a), ("b".into(), &b)]).unwrap();
+        let mut reader = csv::Reader::from_reader(both.as_bytes());
+        let rows: Vec<(String, RequestRow)> = reader
+            .records()
+            .map(|r| {
+                let r = r.unwrap();
+                let rest = csv::StringRecord::from(r.iter().skip(1).collect::<Vec<_>>());
+                (r[0].to_string(), rest.deserialize(None).unwrap())
+            })
+            .collect();
+        assert_eq!(rows[0].0, label);
+        assert_eq!(rows[0].1, RequestRow::from(&a.requests[0]));
+        assert_eq!(rows[1].0, "b");
     }
 }

@@ -65,12 +65,9 @@ fn two_backends_write_both_folders_and_compare_csv() {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
     let compare = std::fs::read_to_string(dir.join("compare.csv")).unwrap();
-    let mut lines = compare.lines();
-    assert_eq!(lines.next(), Some("condition,metric,real,sim,error_pct"));
-    let cold: Vec<Vec<&str>> = lines
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f[1] == "cold_ttft_ms")
-        .collect();
+    let (header, rows) = common::csv_rows(&compare);
+    assert_eq!(header, ["condition", "metric", "real", "sim", "error_pct"]);
+    let cold: Vec<&Vec<String>> = rows.iter().filter(|f| f[1] == "cold_ttft_ms").collect();
     assert_eq!(cold.len(), 4, "2 caching settings x 2 rounds: {compare}");
     for f in &cold {
         let (r, s, e): (f64, f64, f64) = (

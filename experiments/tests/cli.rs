@@ -142,7 +142,7 @@ fn run_writes_files_with_documented_columns() {
     run_small_cb(&out, "7");
     let dir = out.join("cb_sweep").join("sim");
     let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
-    let header = summary.lines().next().unwrap();
+    let (header, _) = common::csv_rows(&summary);
     for col in [
         "max_num_seqs",
         "concurrency",
@@ -153,8 +153,8 @@ fn run_writes_files_with_documented_columns() {
         "throughput_spread_pct",
     ] {
         assert!(
-            header.split(',').any(|c| c == col),
-            "summary.csv lacks {col}: {header}"
+            header.iter().any(|c| c == col),
+            "summary.csv lacks {col}: {header:?}"
         );
     }
     assert_eq!(summary.lines().count(), 1 + 2 * 2, "{summary}");
@@ -315,10 +315,10 @@ fn every_experiment_writes_its_documented_columns() {
         run(&args).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         let dir = out.join(name).join("sim");
         let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
-        let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+        let (header, _) = common::csv_rows(&summary);
         for col in *columns {
             assert!(
-                header.contains(col),
+                header.iter().any(|h| h == col),
                 "{name}: summary.csv lacks {col}: {header:?}"
             );
         }
@@ -392,10 +392,16 @@ fn ron_config_applies_and_set_overrides_it() {
         "{summary}"
     );
     let requests = std::fs::read_to_string(sim.join("requests.csv")).unwrap();
-    let batch_rows: Vec<&str> = requests.lines().filter(|l| l.contains(",batch")).collect();
+    let (header, rows) = common::csv_rows(&requests);
+    let column = |name: &str| header.iter().position(|c| c == name).expect(name);
+    let (tag, max_tokens) = (column("tag"), column("max_tokens"));
+    let batch_rows: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[tag].starts_with("batch"))
+        .collect();
     assert_eq!(batch_rows.len(), 2 * 2 * 2, "2 batches of 2c requests");
     assert!(
-        batch_rows.iter().all(|l| l.split(',').nth(4) == Some("3")),
+        batch_rows.iter().all(|r| r[max_tokens] == "3"),
         "max_tokens from --set"
     );
     let meta = std::fs::read_to_string(sim.join("meta.ron")).unwrap();

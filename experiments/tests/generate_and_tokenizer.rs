@@ -143,16 +143,14 @@ fn run_with_a_tokenizer_uses_word_prompts_and_names_a_bad_file() {
     // Word prompts (ids 0..=3 here) still share the prefix block by block.
     let summary =
         std::fs::read_to_string(out_dir.join("prefix_cache/sim/summary.csv")).expect("summary.csv");
-    let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+    let (header, rows) = common::csv_rows(&summary);
     let col = header
         .iter()
-        .position(|&h| h == "warm_cached_tokens")
+        .position(|h| h == "warm_cached_tokens")
         .unwrap();
-    let caching = header.iter().position(|&h| h == "caching").unwrap();
-    let on = summary
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect::<Vec<_>>())
+    let caching = header.iter().position(|h| h == "caching").unwrap();
+    let on = rows
+        .iter()
         .find(|r| r[caching] == "on")
         .expect("a caching=on row");
     assert_eq!(on[col].parse::<f64>().unwrap() as usize % 16, 0);

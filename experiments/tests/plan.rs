@@ -33,7 +33,7 @@ const SMALL: &[&str] = &[
     "--set",
     "precision_pct=10",
     "--set",
-    "prefix_caching_hash_algo=fast",
+    "prefix_caching_hash_algo=xxhash",
     "--cb-set",
     "concurrency=1,2",
     "--cb-set",
@@ -64,11 +64,7 @@ fn small_plan(out: &Path, extra: &[&str]) -> anyhow::Result<()> {
 /// `plan.csv` as (header, rows of cells).
 fn read_plan(out: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let text = std::fs::read_to_string(out.join("plan.csv")).expect("plan.csv");
-    let mut lines = text
-        .lines()
-        .map(|l| l.split(',').map(String::from).collect());
-    let header = lines.next().expect("header");
-    (header, lines.collect())
+    common::csv_rows(&text)
 }
 
 fn cell<'a>(header: &[String], row: &'a [String], column: &str) -> &'a str {

@@ -25,14 +25,12 @@ fn run(args: &[&str]) -> anyhow::Result<()> {
 /// `plan.csv`'s `kv_capacity_tokens` of the first GPU.
 fn planned_kv_capacity(out: &Path) -> String {
     let text = std::fs::read_to_string(out.join("plan.csv")).expect("plan.csv");
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let row: Vec<&str> = lines.next().expect("row").split(',').collect();
+    let (header, rows) = common::csv_rows(&text);
     let i = header
         .iter()
-        .position(|c| *c == "kv_capacity_tokens")
+        .position(|c| c == "kv_capacity_tokens")
         .expect("column");
-    row[i].to_string()
+    rows.first().expect("row")[i].clone()
 }
 
 #[test]
@@ -72,7 +70,7 @@ fn kv_capacity_matches_a_hand_computation() {
         "--set",
         "requests=40",
         "--set",
-        "prefix_caching_hash_algo=fast",
+        "prefix_caching_hash_algo=xxhash",
         "--set",
         "max_num_batched_tokens=2048",
         "--set",
@@ -254,7 +252,7 @@ fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
         seed: 3,
     };
     let mut engine = EngineConfig::default();
-    engine.prefix_caching_hash_algo = engine::HashAlgo::Fast;
+    engine.prefix_caching_hash_algo = engine::HashAlgo::Xxhash;
     let setting = (1024, 32);
     let loose = search_setting(&target, &engine, setting, &unit, &Slo::default(), &method).unwrap();
     let at_loose = loose.at_max.clone().expect("the default SLO is met");

@@ -131,14 +131,17 @@ fn every_experiment_runs_in_real_mode_on_the_cpu_runner() {
         assert!(!dir.join("sim").exists() && !dir.join("compare.csv").exists());
         assert!(figures_in(&dir) > 0, "{name}: no figure");
         let steps = std::fs::read_to_string(dir.join("real/steps.csv")).unwrap();
-        let header: Vec<&str> = steps.lines().next().unwrap().split(',').collect();
-        assert_eq!(header.last(), Some(&"predicted_ms"), "{name}");
-        let duration = header.iter().position(|c| *c == "duration_ms").unwrap();
-        for line in steps.lines().skip(1) {
-            let f: Vec<&str> = line.split(',').collect();
+        let (header, rows) = common::csv_rows(&steps);
+        assert_eq!(
+            header.last().map(String::as_str),
+            Some("predicted_ms"),
+            "{name}"
+        );
+        let duration = header.iter().position(|c| c == "duration_ms").unwrap();
+        for f in &rows {
             let measured: f64 = f[duration].parse().unwrap();
             let predicted: f64 = f[f.len() - 1].parse().unwrap();
-            assert!(measured > 0.0 && predicted > 0.0, "{name}: {line}");
+            assert!(measured > 0.0 && predicted > 0.0, "{name}: {f:?}");
         }
         let meta = std::fs::read_to_string(dir.join("real/meta.ron")).unwrap();
         assert!(
@@ -183,12 +186,18 @@ fn validate_runs_both_modes_and_writes_the_validation_table() {
         assert!(text.contains("(real)") && text.contains("(sim)"), "{name}");
     }
     let table = std::fs::read_to_string(out.join("validation.csv")).unwrap();
-    let mut lines = table.lines();
+    let (header, rows) = common::csv_rows(&table);
     assert_eq!(
-        lines.next(),
-        Some("experiment,condition,metric,real,sim,error_pct")
+        header,
+        [
+            "experiment",
+            "condition",
+            "metric",
+            "real",
+            "sim",
+            "error_pct"
+        ]
     );
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     for (name, _) in TINY {
         assert!(
             rows.iter().any(|r| r[0] == *name),
@@ -295,23 +304,20 @@ fn both_mode_gives_the_sim_side_the_real_kv_cache_and_vocabulary() {
     // Same scripts: the same requests find the same cached tokens in both modes.
     let keyed = |mode: &str| {
         let text = std::fs::read_to_string(dir.join(mode).join("requests.csv")).unwrap();
-        let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let (header, rows) = common::csv_rows(&text);
         let cols: Vec<usize> = ["condition", "id", "tag", "prompt_tokens", "cached_tokens"]
             .iter()
             .map(|c| header.iter().position(|h| h == c).unwrap())
             .collect();
-        lines
-            .map(|l| {
-                let f: Vec<&str> = l.split(',').collect();
-                cols.iter().map(|&i| f[i]).collect::<Vec<_>>().join(",")
-            })
+        rows.iter()
+            .map(|f| cols.iter().map(|&i| f[i].clone()).collect::<Vec<_>>())
             .collect::<Vec<_>>()
     };
     let (r, s) = (keyed("real"), keyed("sim"));
     assert_eq!(r, s);
     assert!(
-        r.iter().any(|l| !l.ends_with(",0")),
+        r.iter()
+            .any(|f| f.last().is_some_and(|cached| cached != "0")),
         "warm requests hit the cache"
     );
 }

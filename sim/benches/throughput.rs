@@ -157,8 +157,8 @@ fn engine_only(config: &EngineConfig, requests: usize) {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
-    let fast = EngineConfig {
-        prefix_caching_hash_algo: HashAlgo::Fast,
+    let xxhash = EngineConfig {
+        prefix_caching_hash_algo: HashAlgo::Xxhash,
         ..EngineConfig::default()
     };
     let sha = EngineConfig::default();
@@ -168,18 +168,18 @@ fn main() {
     };
     if std::env::args().any(|a| a == "profile") {
         // One long full run, for `perf record`.
-        full_run(&fast, 300_000, &drop_shapes);
+        full_run(&xxhash, 300_000, &drop_shapes);
         return;
     }
     println!("closed loop: {CLIENTS} clients, {PROMPT} tokens in / {OUTPUT} out, Qwen3-0.6B on the H200 roofline");
-    full_run(&fast, 10_000, &keep);
+    full_run(&xxhash, 10_000, &keep);
     full_run(&sha, 10_000, &keep);
-    engine_only(&fast, 10_000);
+    engine_only(&xxhash, 10_000);
     engine_only(&sha, 10_000);
     if !quick {
-        full_run(&fast, 1_000_000, &keep);
-        full_run(&fast, 1_000_000, &drop_shapes);
+        full_run(&xxhash, 1_000_000, &keep);
+        full_run(&xxhash, 1_000_000, &drop_shapes);
         full_run(&sha, 1_000_000, &drop_shapes);
-        engine_only(&fast, 1_000_000);
+        engine_only(&xxhash, 1_000_000);
     }
 }

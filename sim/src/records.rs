@@ -7,8 +7,11 @@
 mod csv;
 mod percentile;
 
-pub use csv::{write_requests_csv, write_steps_csv, REQUESTS_CSV_HEADER, STEPS_CSV_HEADER};
-pub use percentile::{median, percentile, percentile_sorted};
+pub use csv::{
+    csv_writer, write_requests_csv, write_steps_csv, Millis, RequestRow, StepRow, REQUESTS_COLUMNS,
+    STEPS_COLUMNS,
+};
+pub use percentile::{median, percentile};
 
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};

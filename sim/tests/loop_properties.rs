@@ -16,7 +16,7 @@ fn small_engine(num_gpu_blocks: usize) -> EngineCore<SimRunner> {
         max_num_batched_tokens: 64,
         max_model_len: 256,
         num_gpu_blocks: Some(num_gpu_blocks),
-        prefix_caching_hash_algo: HashAlgo::Fast,
+        prefix_caching_hash_algo: HashAlgo::Xxhash,
         ..EngineConfig::default()
     };
     EngineCore::new(config, SimRunner::new(Arc::new(roofline()), num_gpu_blocks)).unwrap()

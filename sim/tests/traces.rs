@@ -1,6 +1,6 @@
 //! Trace files: parsing, errors that name line and field, replay.
 
-use sim::workload::trace::{parse_csv, parse_jsonl};
+use sim::workload::trace::{parse_csv, parse_jsonl, write_csv};
 use sim::workload::{load_trace, PromptSource, TraceError, TracePrompt, TraceReplay};
 use sim::Workload;
 use std::path::Path;
@@ -35,6 +35,46 @@ fn csv_rows_parse_with_optional_fields() {
     assert_eq!(e[0].tag.as_deref(), Some("warm"));
     assert_eq!(e[1].prompt, TracePrompt::Tokens(vec![1, 2, 3]));
     assert_eq!(e[1].salt.as_deref(), Some("alice"));
+}
+
+#[test]
+fn quoted_csv_fields_may_hold_commas_quotes_and_line_breaks() {
+    let text = "arrival_s,prompt_tokens,output_tokens,tag,salt\n\
+                0.5,10,2,\"warm, cached\",\"tenant \"\"a\"\"\"\n\
+                1,10,2,\"two\nlines\",  spaced  \n";
+    let e = csv(text).unwrap();
+    assert_eq!(e.len(), 2);
+    assert_eq!(e[0].tag.as_deref(), Some("warm, cached"));
+    assert_eq!(e[0].salt.as_deref(), Some("tenant \"a\""));
+    assert_eq!(e[1].tag.as_deref(), Some("two\nlines"));
+    assert_eq!(e[1].salt.as_deref(), Some("spaced"));
+    // A row after a quoted line break is numbered by the line it starts on.
+    let bad = format!("{text}2,10,0,x,y\n");
+    let (l, f, msg) = located(csv(&bad).unwrap_err());
+    assert_eq!((l, f.as_str()), (5, "output_tokens"), "{msg}");
+}
+
+#[test]
+fn written_csv_traces_read_back_to_the_same_entries() {
+    let text =
+        "arrival_s,prompt_tokens,token_ids,output_tokens,salt,prefix_group,prefix_tokens,tag\n\
+                0.1,100,,8,,doc,64,warm\n0.30000000000000004,,1 2 3,4,alice,,,\n";
+    let mut entries = csv(text).unwrap();
+    entries[0].tag = Some("a, \"quoted\" tag\nover two lines".to_string());
+    entries[1].salt = Some("#not a comment".to_string());
+    let mut out = Vec::new();
+    write_csv(&mut out, &entries).unwrap();
+    let written = String::from_utf8(out).unwrap();
+    assert!(
+        written.starts_with(
+            "arrival_s,prompt_tokens,token_ids,output_tokens,salt,prefix_group,prefix_tokens,tag\n"
+        ),
+        "{written}"
+    );
+    assert_eq!(csv(&written).unwrap(), entries, "{written}");
+    let mut none = Vec::new();
+    write_csv(&mut none, &[]).unwrap();
+    assert!(csv(std::str::from_utf8(&none).unwrap()).unwrap().is_empty());
 }
 
 #[test]

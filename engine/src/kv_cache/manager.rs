@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn caching_off_neither_hashes_nor_hits() {
-        let mut kv = KvCacheManager::new(5, 4, false, HashAlgo::Fast);
+        let mut kv = KvCacheManager::new(5, 4, false, HashAlgo::Xxhash);
         let tokens: Vec<u32> = (0..9).collect();
         let mut seq = SeqBlocks::default();
         assert!(kv.allocate_slots(&mut seq, &tokens, None, 0, 9, &[]));

@@ -13,7 +13,7 @@ use super::{at_least, condition, ms, tagged, Condition, Experiment, ExperimentEr
 use crate::charts::ChartSpec;
 use crate::script::{condition_seed, Gate, ScriptBuilder};
 use crate::settings::{ParamKind, ParamSpec, Settings};
-use crate::stats::{median, percentile};
+use crate::stats::{median, percentile, unit_exponential};
 use crate::table::{Cell, Table};
 use rand::Rng;
 use sim::workload::PromptSource;
@@ -175,7 +175,7 @@ fn script(shape: &Shape, rate: f64, seed: u64, prompts: &PromptSource) -> Script
     let mut t = 0.0;
     for i in 0..shape.requests {
         let u: f64 = b.rng().random();
-        t += -(1.0 - u).ln() / rate;
+        t += unit_exponential(u) / rate;
         let len = log_uniform(b.rng(), shape.prompt);
         let output = log_uniform(b.rng(), shape.output);
         let shared = b.rng().random_range(0..100) < shape.shared_pct;
@@ -330,6 +330,7 @@ mod tests {
     use super::*;
     use crate::catalogue::default_settings;
     use crate::script::WARMUP_TAG;
+    use statrs::statistics::Statistics;
 
     fn settings(sets: &[&str]) -> Settings {
         let mut s = default_settings(&PoissonMix).unwrap();
@@ -362,7 +363,7 @@ mod tests {
             delays.push(delay_s - last);
             last = *delay_s;
         }
-        let mean = delays.iter().sum::<f64>() / delays.len() as f64;
+        let mean = delays.mean();
         assert!((mean - 0.05).abs() < 0.01, "mean gap {mean} s at 20 req/s");
         assert_eq!(reqs.iter().filter(|r| r.tag == SKIP_TAG).count(), 40);
         let heads: std::collections::HashSet<&[u32]> = reqs[1..]

@@ -13,7 +13,7 @@ use crate::backend::SimBackend;
 use crate::catalogue;
 use crate::driver::{run_experiment, RunOptions, RunOutput};
 use crate::settings::Settings;
-use crate::table::csv_field;
+use crate::table::{labelled_csv, Table};
 use std::path::Path;
 
 /// Runs cb_sweep on `target` under `out/<gpu>/`.
@@ -40,20 +40,9 @@ pub fn run_cb_sweep(
 
 /// One table of every GPU's cb_sweep summary, `gpu` column first.
 pub fn combined_csv(runs: &[(String, &RunOutput)]) -> String {
-    let mut out = String::new();
-    for (i, (gpu, run)) in runs.iter().enumerate() {
-        for (j, line) in run.report.summary.to_csv().lines().enumerate() {
-            match (i, j) {
-                (0, 0) => out.push_str("gpu,"),
-                (_, 0) => continue,
-                _ => {
-                    out.push_str(&csv_field(gpu));
-                    out.push(',');
-                }
-            }
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
+    let tables: Vec<(&str, &Table)> = runs
+        .iter()
+        .map(|(gpu, run)| (gpu.as_str(), &run.report.summary))
+        .collect();
+    labelled_csv("gpu", &tables)
 }

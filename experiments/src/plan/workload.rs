@@ -20,10 +20,12 @@
 //! - Errors name the file, line and field.
 
 use super::error::PlanError;
+use crate::stats::unit_exponential;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sim::workload::{load_trace, TraceEntry, TracePrompt};
+use statrs::statistics::Statistics;
 use std::path::{Path, PathBuf};
 
 /// A distribution of token counts.
@@ -296,12 +298,11 @@ impl PlanWorkload {
             Self::Synthetic { shape, .. } => {
                 (shape.prompt_tokens.mean(), shape.output_tokens.mean())
             }
-            Self::Trace { entries, .. } => {
-                let n = entries.len().max(1) as f64;
-                let p: usize = entries.iter().map(prompt_len).sum();
-                let o: usize = entries.iter().map(|e| e.output_tokens).sum();
-                (p as f64 / n, o as f64 / n)
-            }
+            Self::Trace { entries, .. } if entries.is_empty() => (0.0, 0.0),
+            Self::Trace { entries, .. } => (
+                Statistics::mean(entries.iter().map(|e| prompt_len(e) as f64)),
+                Statistics::mean(entries.iter().map(|e| e.output_tokens as f64)),
+            ),
         }
     }
 
@@ -315,9 +316,9 @@ impl PlanWorkload {
                 let mut t = 0.0;
                 (0..requests)
                     .map(|_| {
-                        // Exponential gap of mean 1 s by inversion; 1 - u is in (0, 1].
+                        // Exponential gap of mean 1 s, by inversion.
                         let u: f64 = gaps.random_range(0.0..1.0);
-                        t += -(1.0 - u).ln();
+                        t += unit_exponential(u);
                         TraceEntry {
                             arrival_s: t,
                             prompt: TracePrompt::Length(shape.prompt_tokens.sample(&mut lengths)),

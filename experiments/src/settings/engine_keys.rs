@@ -5,7 +5,7 @@
 //! `set_engine_key` returns `Ok(false)` for a key that is not one of them.
 
 use super::{bad, SettingsError};
-use engine::{EngineConfig, HashAlgo};
+use engine::{EngineConfig, HashAlgoError};
 
 /// `EngineConfig` fields settable by key, with the expected text form.
 pub const ENGINE_KEYS: &[(&str, &str)] = &[
@@ -19,7 +19,7 @@ pub const ENGINE_KEYS: &[(&str, &str)] = &[
     ),
     ("block_size", "a positive integer"),
     ("enable_prefix_caching", "true or false"),
-    ("prefix_caching_hash_algo", "sha256 or fast"),
+    ("prefix_caching_hash_algo", "sha256 or xxhash"),
     (
         "num_gpu_blocks",
         "a positive integer, or `auto` to size the pool from GPU memory",
@@ -48,11 +48,14 @@ pub(super) fn set_engine_key(
         "block_size" => cfg.block_size = count()?,
         "enable_prefix_caching" => cfg.enable_prefix_caching = flag()?,
         "prefix_caching_hash_algo" => {
-            cfg.prefix_caching_hash_algo = match v {
-                "sha256" => HashAlgo::Sha256,
-                "fast" => HashAlgo::Fast,
-                _ => return Err(err()),
-            }
+            cfg.prefix_caching_hash_algo = v.parse().map_err(|e| match e {
+                HashAlgoError::RenamedFast => bad(
+                    key,
+                    value,
+                    "xxhash (\"fast\" is now \"xxhash\", vLLM's name)",
+                ),
+                HashAlgoError::Unknown(_) => err(),
+            })?;
         }
         "num_gpu_blocks" => {
             cfg.num_gpu_blocks = match v {
@@ -67,4 +70,32 @@ pub(super) fn set_engine_key(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::HashAlgo;
+
+    #[test]
+    fn hash_algo_takes_vllms_names_and_fast_says_to_use_xxhash() {
+        let mut cfg = EngineConfig::default();
+        let key = "prefix_caching_hash_algo";
+        assert!(set_engine_key(&mut cfg, key, "xxhash").unwrap());
+        assert_eq!(cfg.prefix_caching_hash_algo, HashAlgo::Xxhash);
+        assert!(set_engine_key(&mut cfg, key, " sha256 ").unwrap());
+        assert_eq!(cfg.prefix_caching_hash_algo, HashAlgo::Sha256);
+        let msg = set_engine_key(&mut cfg, key, "fast")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("`fast`") && msg.contains("\"xxhash\""),
+            "{msg}"
+        );
+        let msg = set_engine_key(&mut cfg, key, "md5")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("sha256 or xxhash"), "{msg}");
+        assert_eq!(cfg.prefix_caching_hash_algo, HashAlgo::Sha256);
+    }
 }

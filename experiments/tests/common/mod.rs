@@ -27,6 +27,19 @@ pub fn evaluate_sim(name: &str, sets: &[&str], seed: u64) -> Evaluation {
     .expect("experiment runs")
 }
 
+/// The header and rows of CSV `text`, read by the `csv` crate (so a quoted
+/// field holding a comma stays one field).
+pub fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(text.as_bytes());
+    let mut records = reader
+        .records()
+        .map(|r| r.expect("readable CSV").iter().map(String::from).collect());
+    let header = records.next().unwrap_or_default();
+    (header, records.collect())
+}
+
 /// Numeric value of `column` in every row where `key_column` == `key`.
 pub fn values(table: &Table, key_column: &str, key: &str, column: &str) -> Vec<f64> {
     (0..table.rows.len())

@@ -14,9 +14,16 @@
 //! - `prefix_tokens` (optional, needs `prefix_group`, at most `prompt_tokens`);
 //! - `tag` (optional): copied into the request's record.
 //!
-//! CSV fields are not quoted, so none may contain a comma; an empty field is
-//! an absent one; blank lines and lines starting with `#` are skipped. Errors
-//! name the file, the line (1-based) and the field.
+//! CSV is read and written by the `csv` crate ([`parse_csv`], [`write_csv`]):
+//! a field holding a comma, a quote or a line break is quoted (RFC 4180);
+//! fields are trimmed, an empty field is an absent one, and blank lines and
+//! lines starting with `#` are skipped. JSONL skips blank lines and lines
+//! starting with `#` too. Errors name the file, the line (1-based; for CSV,
+//! the line its row starts on) and the field.
+
+mod csv;
+
+pub use self::csv::{parse_csv, write_csv};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -248,55 +255,12 @@ fn entry<'a>(
     })
 }
 
+/// The lines of a JSONL trace that hold an entry, numbered from 1.
 fn content_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines()
         .enumerate()
         .map(|(i, l)| (i + 1, l.trim()))
         .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-}
-
-/// Parses CSV text; `path` names the file in errors.
-pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<TraceEntry>, TraceError> {
-    let line_err = |line: usize, message: String| TraceError::Line {
-        path: path.to_path_buf(),
-        line,
-        message,
-    };
-    let mut lines = content_lines(text);
-    let Some((header_line, header)) = lines.next() else {
-        return Err(line_err(
-            1,
-            "empty trace: expected a header row".to_string(),
-        ));
-    };
-    let columns: Vec<&str> = header.split(',').map(str::trim).collect();
-    for (i, c) in columns.iter().enumerate() {
-        if !FIELDS.contains(c) {
-            return Err(line_err(
-                header_line,
-                format!("unknown column {c:?}; known columns: {}", FIELDS.join(", ")),
-            ));
-        }
-        if columns[..i].contains(c) {
-            return Err(line_err(header_line, format!("column {c:?} appears twice")));
-        }
-    }
-    let mut entries = Vec::new();
-    for (line, row) in lines {
-        let values: Vec<&str> = row.split(',').map(str::trim).collect();
-        if values.len() != columns.len() {
-            return Err(line_err(
-                line,
-                format!("{} fields, the header has {}", values.len(), columns.len()),
-            ));
-        }
-        let get = |name: &str| {
-            let i = columns.iter().position(|c| *c == name)?;
-            Some(values[i]).filter(|v| !v.is_empty()).map(Raw::Text)
-        };
-        entries.push(entry(get, path, line)?);
-    }
-    Ok(entries)
 }
 
 /// Parses JSONL text; `path` names the file in errors.

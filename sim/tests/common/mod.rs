@@ -24,7 +24,7 @@ pub fn roofline() -> RooflineModel {
 /// The experiments' engine defaults, with the fast block hash.
 pub fn config() -> EngineConfig {
     EngineConfig {
-        prefix_caching_hash_algo: HashAlgo::Fast,
+        prefix_caching_hash_algo: HashAlgo::Xxhash,
         ..EngineConfig::default()
     }
 }
