@@ -27,10 +27,11 @@ pub(super) const DECODE_CHECKS: [(DecodeKernel, usize, bool); 9] = [
 ];
 
 /// `(start_pos, new tokens)` of the prefill-only checks: prompts from the
-/// start, and chunks over cached context, each longer than the 64 tokens of
-/// the widest tile (so none takes the decode path) and ending tiles of 32,
-/// 21, 16, 12 and 8 tokens part-way.
-const WHOLE_PROMPTS: [(usize, usize); 4] = [(0, 70), (0, 5), (0, 1), (0, 100)];
+/// start (of two tokens or more: a one-token prompt is a decode entry), and
+/// chunks over cached context, each longer than the 64 tokens of the widest
+/// tile (so none takes the decode path), ending tiles of 32, 21, 16, 12 and
+/// 8 tokens part-way.
+const WHOLE_PROMPTS: [(usize, usize); 4] = [(0, 70), (0, 5), (0, 2), (0, 100)];
 const CHUNKS: [(usize, usize); 4] = [(50, 70), (17, 100), (200, 130), (64, 65)];
 
 pub(super) fn check_attention(
