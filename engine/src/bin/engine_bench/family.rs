@@ -4,11 +4,14 @@
 //! For each model: decode steps at batch 1 / 16 / 64 / 256 (context
 //! `--context`, 300 by default) and prefills of 512 / 2,048 / 3,200 tokens,
 //! at each SM count of `--sm-counts` (the whole GPU when none is given), each
-//! row appended as soon as it is measured. With more than one model the
-//! bench runs itself once per model (`--family MODEL`, the other settings
-//! passed on), so that a model's GPU memory goes with its process before the
-//! next model starts; a single model runs in this process, one runner per
-//! SM count, each dropped before the next is built. A step whose KV blocks
+//! row appended as soon as it is measured. Each (model, SM count) runs in a
+//! process of its own (the bench runs itself with `--family MODEL
+//! --sm-counts N`, the other settings passed on; one pair runs in this
+//! process): a model's GPU memory goes with its process, and no runner
+//! times its steps after others lived in the process. On the H200
+//! (2026-12-01) qwen3-0.6b's whole-GPU decode steps took 3-6 % longer after
+//! four SM-limited runners had been built and dropped in the same process
+//! (batch 64: 1.647 ms against 1.548 in a fresh one). A step whose KV blocks
 //! the runner's cache cannot hold is skipped with a line saying so. Progress
 //! goes to stderr; a model or SM count that fails is reported and the rest
 //! still run, and the exit status says whether all of it ran.
@@ -28,28 +31,49 @@ pub(crate) const PREFILL_TOKENS: [usize; 3] = [512, 2048, 3200];
 /// The file the rows go to, in `--out`.
 pub(crate) const FILE: &str = "engine_family.csv";
 
-/// Runs the table for `models` (one process each when there are several).
+/// The (model, SM count) pairs of the table, models outermost; `None` is
+/// the whole GPU.
+pub(crate) fn pairs<'m>(a: &Args, models: &'m [String]) -> Vec<(&'m str, Option<usize>)> {
+    let counts: Vec<Option<usize>> = if a.sm_counts.is_empty() {
+        vec![None]
+    } else {
+        a.sm_counts.iter().copied().map(Some).collect()
+    };
+    models
+        .iter()
+        .flat_map(|m| counts.iter().map(move |&n| (m.as_str(), n)))
+        .collect()
+}
+
+/// Runs the table for `models` (one process per model and SM count when
+/// there are several).
 pub(crate) fn run(a: &Args, models: &[String]) -> anyhow::Result<()> {
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("creating --out {}", a.out.display()))?;
-    if let [model] = models {
-        return run_model(a, model);
+    let pairs = pairs(a, models);
+    if let [(model, sm)] = pairs[..] {
+        return run_model(a, model, sm);
     }
     let exe = std::env::current_exe().context("finding engine-bench's own executable")?;
     let mut failed = Vec::new();
-    for (i, model) in models.iter().enumerate() {
-        eprintln!("[family {}/{}] {model}: starting", i + 1, models.len());
+    for (i, &(model, sm)) in pairs.iter().enumerate() {
+        let label = sm.map_or("whole GPU".to_string(), |n| format!("{n} SMs"));
+        eprintln!(
+            "[family {}/{}] {model}, {label}: starting",
+            i + 1,
+            pairs.len()
+        );
         let status = Command::new(&exe)
-            .args(child_args(a, model))
+            .args(child_args(a, model, sm))
             .status()
             .with_context(|| format!("starting {} for {model}", exe.display()))?;
         if !status.success() {
             eprintln!(
-                "[family {}/{}] {model}: FAILED ({status})",
+                "[family {}/{}] {model}, {label}: FAILED ({status})",
                 i + 1,
-                models.len()
+                pairs.len()
             );
-            failed.push(model.as_str());
+            failed.push(format!("{model} on {label}"));
         }
     }
     anyhow::ensure!(failed.is_empty(), "the family table is missing {failed:?}");
@@ -57,8 +81,9 @@ pub(crate) fn run(a: &Args, models: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The arguments of the process that runs `model`: this run's settings.
-pub(crate) fn child_args(a: &Args, model: &str) -> Vec<OsString> {
+/// The arguments of the process that runs `model` on `sm` SMs (`None`: the
+/// whole GPU): this run's settings.
+pub(crate) fn child_args(a: &Args, model: &str, sm: Option<usize>) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![
         "--family".into(),
         model.into(),
@@ -67,9 +92,8 @@ pub(crate) fn child_args(a: &Args, model: &str) -> Vec<OsString> {
         "--context".into(),
         a.context.to_string().into(),
     ];
-    if !a.sm_counts.is_empty() {
-        let list: Vec<String> = a.sm_counts.iter().map(|n| n.to_string()).collect();
-        v.extend(["--sm-counts".into(), list.join(",").into()]);
+    if let Some(n) = sm {
+        v.extend(["--sm-counts".into(), n.to_string().into()]);
     }
     for (on, flag) in [
         (a.eager, "--eager"),
@@ -86,80 +110,67 @@ pub(crate) fn child_args(a: &Args, model: &str) -> Vec<OsString> {
     v
 }
 
-/// Every SM count of one model, in this process.
-fn run_model(a: &Args, model: &str) -> anyhow::Result<()> {
+/// One model on `sm` SMs, in this process.
+fn run_model(a: &Args, model: &str, sm: Option<usize>) -> anyhow::Result<()> {
     let spec = ModelSpec::parse(model)?;
     let wl =
         Workload::new(spec.config.vocab_size, BUDGET, a.context).map_err(anyhow::Error::msg)?;
     let weights = spec.weights(SEED)?;
-    let counts: Vec<Option<usize>> = if a.sm_counts.is_empty() {
-        vec![None]
-    } else {
-        a.sm_counts.iter().copied().map(Some).collect()
-    };
     let (date, commit) = (engine::date::utc_now(), table::commit());
     let path = a.out.join(FILE);
+    let label = sm.map_or("whole GPU".to_string(), |n| format!("{n} SMs"));
+    let tag = format!("[{}] {label}", spec.name);
+    eprintln!("{tag}: building the runner");
+    let mut r = bench_runner(&spec, &weights, &wl, sm, a)
+        .with_context(|| format!("{tag}: building the runner"))?;
     let mut ok = true;
-    for sm in counts {
-        let label = sm.map_or("whole GPU".to_string(), |n| format!("{n} SMs"));
-        let tag = format!("[{}] {label}", spec.name);
-        eprintln!("{tag}: building the runner");
-        let mut r = match bench_runner(&spec, &weights, &wl, sm, a) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("{tag}: FAILED: {e:#}");
-                ok = false;
-                continue;
-            }
-        };
-        eprintln!(
-            "{tag}: {} with {} SMs, copy bandwidth {:.2} TB/s, {} KV blocks",
-            r.device_name(),
-            r.sm_count(),
-            r.measured_copy_bandwidth() * 1e-12,
-            r.num_kv_blocks()
+    eprintln!(
+        "{tag}: {} with {} SMs, copy bandwidth {:.2} TB/s, {} KV blocks",
+        r.device_name(),
+        r.sm_count(),
+        r.measured_copy_bandwidth() * 1e-12,
+        r.num_kv_blocks()
+    );
+    let info = RunInfo {
+        model: spec.name.clone(),
+        sm_count: r.sm_count(),
+        date: date.clone(),
+        commit: commit.clone(),
+    };
+    // (kind, batch, tokens, KV blocks the step needs, tokens it produces)
+    let steps = DECODE_BATCHES
+        .iter()
+        .map(|&b| ("decode", b, a.context, b * wl.blocks_per_seq(), b))
+        .chain(
+            PREFILL_TOKENS
+                .iter()
+                .map(|&n| ("prefill", 1, n, n.div_ceil(BLOCK_SIZE), n)),
         );
-        let info = RunInfo {
-            model: spec.name.clone(),
-            sm_count: r.sm_count(),
-            date: date.clone(),
-            commit: commit.clone(),
-        };
-        // (kind, batch, tokens, KV blocks the step needs, tokens it produces)
-        let steps = DECODE_BATCHES
-            .iter()
-            .map(|&b| ("decode", b, a.context, b * wl.blocks_per_seq(), b))
-            .chain(
-                PREFILL_TOKENS
-                    .iter()
-                    .map(|&n| ("prefill", 1, n, n.div_ceil(BLOCK_SIZE), n)),
+    for (kind, batch, tokens, blocks, produced) in steps {
+        let what = format!("{tag}: {kind} batch {batch} tokens {tokens}");
+        // Block 0 is the null block: the step's tables use blocks 1 ..= blocks.
+        if blocks + 1 > r.num_kv_blocks() {
+            eprintln!(
+                "{what}: skipped, it needs {} KV blocks and the cache holds {}",
+                blocks + 1,
+                r.num_kv_blocks()
             );
-        for (kind, batch, tokens, blocks, produced) in steps {
-            let what = format!("{tag}: {kind} batch {batch} tokens {tokens}");
-            // Block 0 is the null block: the step's tables use blocks 1 ..= blocks.
-            if blocks + 1 > r.num_kv_blocks() {
-                eprintln!(
-                    "{what}: skipped, it needs {} KV blocks and the cache holds {}",
-                    blocks + 1,
-                    r.num_kv_blocks()
-                );
-                continue;
+            continue;
+        }
+        let timing = if kind == "decode" {
+            decode(&mut r, batch, &wl)
+        } else {
+            prefill(&mut r, tokens, wl.vocab)
+        };
+        match timing {
+            Ok(s) => {
+                eprintln!("{what}: {:.3} ms", s * 1e3);
+                table::append(&path, &info.row(kind, batch, tokens, s, produced))
+                    .with_context(|| format!("appending to {}", path.display()))?;
             }
-            let timing = if kind == "decode" {
-                decode(&mut r, batch, &wl)
-            } else {
-                prefill(&mut r, tokens, wl.vocab)
-            };
-            match timing {
-                Ok(s) => {
-                    eprintln!("{what}: {:.3} ms", s * 1e3);
-                    table::append(&path, &info.row(kind, batch, tokens, s, produced))
-                        .with_context(|| format!("appending to {}", path.display()))?;
-                }
-                Err(e) => {
-                    eprintln!("{what}: FAILED: {e:#}");
-                    ok = false;
-                }
+            Err(e) => {
+                eprintln!("{what}: FAILED: {e:#}");
+                ok = false;
             }
         }
     }
@@ -180,18 +191,37 @@ mod tests {
     #[test]
     fn a_models_process_gets_this_runs_settings() {
         let a = parse("--family --out d --context 400 --sm-counts 8,132 --no-pdl --split-k 2");
-        let args = child_args(&a, "qwen3-14b");
+        let args = child_args(&a, "qwen3-14b", Some(8));
         let child =
             Args::try_parse_from(std::iter::once(OsString::from("engine-bench")).chain(args))
                 .unwrap();
         assert_eq!(child.family_models(), Some(Ok(vec!["qwen3-14b".into()])));
         assert_eq!((child.out, child.context), (a.out.clone(), 400));
-        assert_eq!(child.sm_counts, [8, 132]);
+        assert_eq!(child.sm_counts, [8]);
         assert!(child.no_pdl && !child.eager && !child.no_gemm_tuning);
         assert_eq!(child.split_k, Some(2));
-        // The whole GPU only: no --sm-counts passed on.
-        let args = child_args(&parse("--family"), "tiny");
+        // The whole GPU: no --sm-counts passed on.
+        let args = child_args(&parse("--family"), "tiny", None);
         assert!(!args.iter().any(|s| s == "--sm-counts"));
+    }
+
+    #[test]
+    fn each_model_and_sm_count_is_a_process_of_its_own() {
+        let a = parse("--family --sm-counts 8,132");
+        let models = ["qwen3-0.6b".to_string(), "qwen3-8b".to_string()];
+        assert_eq!(
+            pairs(&a, &models),
+            [
+                ("qwen3-0.6b", Some(8)),
+                ("qwen3-0.6b", Some(132)),
+                ("qwen3-8b", Some(8)),
+                ("qwen3-8b", Some(132)),
+            ]
+        );
+        assert_eq!(
+            pairs(&parse("--family"), &models[..1]),
+            [("qwen3-0.6b", None)]
+        );
     }
 
     #[test]
