@@ -1,6 +1,7 @@
 //! The `--mode both` plumbing (two backends -> two folders, compare.csv,
 //! charts with both sources), exercised with a stand-in "real" backend that
-//! delegates to the simulator on a slower GPU, since the real runner is issue 5.
+//! delegates to the simulator on a slower GPU, so that the test needs neither a GPU
+//! nor the minutes a CPU runner would take.
 
 mod common;
 
