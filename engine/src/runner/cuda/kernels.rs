@@ -111,14 +111,19 @@ fn cuda_include_dir() -> String {
     format!("{home}/include")
 }
 
+/// The device's NVRTC target, `sm_XY`. NVRTC wants a 'static string: one
+/// leak per compile, a few bytes per runner start.
+pub(crate) fn device_arch(ctx: &Arc<CudaContext>) -> Result<&'static str, RunnerError> {
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| dev_err("compute capability", e))?;
+    Ok(Box::leak(format!("sm_{major}{minor}").into_boxed_str()))
+}
+
 impl Kernels {
     pub fn compile(ctx: &Arc<CudaContext>, shape: KernelShape) -> Result<Self, RunnerError> {
         check_shape(&shape).map_err(RunnerError::Model)?;
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(|e| dev_err("compute capability", e))?;
-        // NVRTC wants a 'static arch string; one leak per runner start.
-        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+        let arch = device_arch(ctx)?;
         let opts = CompileOptions {
             arch: Some(arch),
             include_paths: vec![cuda_include_dir()],

@@ -35,11 +35,7 @@ pub(crate) struct SyntheticKernel {
 
 impl SyntheticKernel {
     pub fn compile(ctx: &Arc<CudaContext>) -> Result<Self, RunnerError> {
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(|e| dev_err("compute capability", e))?;
-        // NVRTC wants a 'static arch string; one leak per compile, as in kernels.rs.
-        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+        let arch = super::kernels::device_arch(ctx)?;
         let opts = CompileOptions {
             arch: Some(arch),
             ..Default::default()
