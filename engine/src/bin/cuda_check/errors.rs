@@ -58,51 +58,27 @@ pub fn error_paths(sm_count: Option<usize>) -> bool {
             },
         ),
     ] {
-        match CudaRunner::with_weights(&cfg, w(), &rc) {
-            Err(e @ (RunnerError::OutOfMemory { .. } | RunnerError::Memory(_))) => {
-                report(name, true, e.to_string())
-            }
-            Err(e) => report(
-                name,
-                false,
-                format!("wrong error: {:#}", anyhow::Error::from(e)),
-            ),
-            Ok(_) => report(name, false, "constructed a runner".into()),
-        }
+        let (pass, detail) = refused(CudaRunner::with_weights(&cfg, w(), &rc), |e| {
+            matches!(e, RunnerError::OutOfMemory { .. } | RunnerError::Memory(_))
+        });
+        report(name, pass, detail);
     }
     let on = |n: usize| CudaRunnerConfig {
         sm_count: Some(n),
         ..base.clone()
     };
-    let name = "more SMs than the device has";
-    match CudaRunner::with_weights(&cfg, w(), &on(100_000)) {
-        Err(e @ RunnerError::SmCount(SmCountError::MoreThanDevice { .. })) => {
-            report(name, true, e.to_string())
-        }
-        Err(e) => report(
-            name,
-            false,
-            format!("wrong error: {:#}", anyhow::Error::from(e)),
-        ),
-        Ok(_) => report(name, false, "constructed a runner".into()),
-    }
+    let (pass, detail) = refused(CudaRunner::with_weights(&cfg, w(), &on(100_000)), |e| {
+        matches!(e, RunnerError::SmCount(SmCountError::MoreThanDevice { .. }))
+    });
+    report("more SMs than the device has", pass, detail);
     // One SM is below Hopper's smallest partition; a driver that gives it must say so.
-    let name = "one SM";
-    match CudaRunner::with_weights(&cfg, w(), &on(1)) {
-        Err(e @ RunnerError::SmCount(SmCountError::NotOffered { .. })) => {
-            report(name, true, e.to_string())
-        }
-        Err(e) => report(
-            name,
-            false,
-            format!("wrong error: {:#}", anyhow::Error::from(e)),
-        ),
-        Ok(r) => report(
-            name,
-            r.sm_count() == 1,
-            format!("a runner on {} SMs", r.sm_count()),
-        ),
-    }
+    let (pass, detail) = match CudaRunner::with_weights(&cfg, w(), &on(1)) {
+        Ok(r) if r.sm_count() == 1 => (true, "a runner on 1 SM".into()),
+        other => refused(other, |e| {
+            matches!(e, RunnerError::SmCount(SmCountError::NotOffered { .. }))
+        }),
+    };
+    report("one SM", pass, detail);
     if let Some(n) = sm_count {
         let name = format!("a runner on {n} SMs");
         match CudaRunner::with_weights(&cfg, w(), &base) {
@@ -119,4 +95,21 @@ pub fn error_paths(sm_count: Option<usize>) -> bool {
         }
     }
     ok
+}
+
+/// Whether a runner's construction was refused with the `expected` error,
+/// and what to print: the error, the wrong error with its chain, or the
+/// runner that should not have been built.
+fn refused(
+    result: Result<CudaRunner, RunnerError>,
+    expected: impl Fn(&RunnerError) -> bool,
+) -> (bool, String) {
+    match result {
+        Err(e) if expected(&e) => (true, e.to_string()),
+        Err(e) => (false, format!("wrong error: {:#}", anyhow::Error::from(e))),
+        Ok(r) => (
+            false,
+            format!("constructed a runner on {} SMs", r.sm_count()),
+        ),
+    }
 }
