@@ -1,6 +1,6 @@
 //! The event loop on the virtual clock, driving the real scheduler.
 
-mod common;
+use crate::common;
 
 use common::{config, sim_engine};
 use engine::Request;

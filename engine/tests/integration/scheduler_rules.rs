@@ -1,7 +1,7 @@
 //! One test per rule of docs/design.md "What we match in vLLM v1", named
 //! after the rule. Block size 4 throughout, so block arithmetic stays small.
 
-mod common;
+use crate::common;
 use common::*;
 use engine::request::RequestStatus;
 use engine::EngineConfig;

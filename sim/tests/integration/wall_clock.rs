@@ -1,6 +1,6 @@
 //! The same loop on the wall clock: real waiting, measured steps.
 
-mod common;
+use crate::common;
 
 use common::{config, sim_engine};
 use engine::Request;

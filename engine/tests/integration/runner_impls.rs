@@ -2,7 +2,7 @@
 //! engine built on either runs requests to completion with the same outputs
 //! as one that owns its runner, and the runner's errors still reach `step()`.
 
-mod common;
+use crate::common;
 use common::*;
 use engine::testing::FixedTokenRunner;
 use engine::{EngineCore, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch, StepOutcome};

@@ -1,7 +1,7 @@
 //! `exp plan`'s parts: KV capacity by hand, workload drawing and rescaling,
 //! the choice of the best setting, and `exp run --gpu` for every table GPU.
 
-mod common;
+use crate::common;
 
 use common::scratch;
 use engine::EngineConfig;

@@ -3,7 +3,7 @@
 //! delegates to the simulator on a slower GPU, so that the test needs neither a GPU
 //! nor the minutes a CPU runner would take.
 
-mod common;
+use crate::common;
 
 use common::scratch;
 use engine::EngineConfig;

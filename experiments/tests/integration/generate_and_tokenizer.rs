@@ -1,6 +1,6 @@
 //! `exp generate` and `exp run --tokenizer`, through the built binary.
 
-mod common;
+use crate::common;
 
 use common::scratch;
 use std::path::{Path, PathBuf};

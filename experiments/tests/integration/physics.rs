@@ -1,6 +1,6 @@
 //! The physics each experiment exists to show, checked in sim mode with small settings.
 
-mod common;
+use crate::common;
 
 use common::{evaluate_sim, values};
 

@@ -2,7 +2,7 @@
 //! profile and roofline fallback), KV capacity, unmeetable SLOs, bad input.
 //! Request counts are kept small through `--set` so the suite stays fast.
 
-mod common;
+use crate::common;
 
 use calibration::features::{DENSE_KNOTS, LM_KNOTS, NUM_FEATURES};
 use calibration::{CostProfile, Provenance};

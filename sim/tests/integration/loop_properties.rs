@@ -1,7 +1,7 @@
 //! Invariants of the event loop over random workloads, including a KV cache
 //! small enough to force preemptions.
 
-mod common;
+use crate::common;
 
 use common::roofline;
 use engine::{EngineConfig, EngineCore, HashAlgo, Request};

@@ -3,7 +3,7 @@
 //! loaded with the engine's own config and safetensors loaders, reproduces
 //! transformers' greedy tokens and logits.
 
-mod cpu_runner_support;
+use crate::cpu_runner_support;
 
 use cpu_runner_support::{max_abs_diff, runner, step, Part, Seq};
 use engine::model::{Qwen3Config, Qwen3Weights};

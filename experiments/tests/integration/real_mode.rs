@@ -2,7 +2,7 @@
 //! experiment in `--mode real` and, through `exp validate`, in both modes;
 //! `exp calibrate` and the profile it writes.
 
-mod common;
+use crate::common;
 
 use common::scratch;
 use experiments::run_cli;

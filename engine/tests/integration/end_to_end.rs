@@ -1,7 +1,7 @@
 //! Whole-engine runs: requests go in, exactly their outputs come out, and the
 //! pool ends empty.
 
-mod common;
+use crate::common;
 use common::*;
 use engine::request::FinishReason;
 use engine::testing::FixedTokenRunner;

@@ -1,6 +1,6 @@
 //! The datasheet roofline on an H200-like GPU and Qwen3-0.6B.
 
-mod common;
+use crate::common;
 
 use common::{config, h200, roofline};
 use engine::{BatchShape, SeqShape};

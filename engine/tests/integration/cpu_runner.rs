@@ -3,7 +3,7 @@
 //! change the result; greedy decoding is deterministic; bad batches are
 //! rejected before anything runs.
 
-mod cpu_runner_support;
+use crate::cpu_runner_support;
 
 use cpu_runner_support::{
     max_abs_diff, prefill_in_chunks, random_tokens, runner, step, Part, Seq, BLOCK_SIZE, NUM_BLOCKS,

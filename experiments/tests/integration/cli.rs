@@ -1,6 +1,6 @@
 //! The `exp` command line, run through the library: errors and output files.
 
-mod common;
+use crate::common;
 
 use common::scratch;
 use experiments::run_cli;

@@ -1,7 +1,6 @@
 //! Every `EngineConfig::validate` rejection names the option and the fix;
 //! `EngineCore::new` applies the same checks to the runner's pool size.
 
-mod common;
 use engine::config::ConfigError;
 use engine::testing::FixedTokenRunner;
 use engine::{EngineConfig, EngineCore, EngineError};

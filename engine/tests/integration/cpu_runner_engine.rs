@@ -3,7 +3,7 @@
 //! with recompute), every request's greedy output equals the output of that
 //! request run alone, step by step, straight on a runner.
 
-mod cpu_runner_support;
+use crate::cpu_runner_support;
 
 use cpu_runner_support::{prefill_in_chunks, random_tokens, runner, step, Part, Seq};
 use engine::model::{Qwen3Config, Qwen3Weights};

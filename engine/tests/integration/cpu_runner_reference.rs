@@ -1,7 +1,7 @@
 //! The CPU runner computes Qwen3: its logits at every position match a naive
 //! plain-loop implementation (f64 accumulation, no paging).
 
-mod cpu_runner_support;
+use crate::cpu_runner_support;
 
 use cpu_runner_support::{max_abs_diff, naive, random_tokens, runner, step, Part, Seq};
 use engine::model::{Qwen3Config, Qwen3Weights};

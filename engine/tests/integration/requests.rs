@@ -1,7 +1,7 @@
 //! `add_request` rejects requests that can never run; `abort` frees
 //! everything a request holds.
 
-mod common;
+use crate::common;
 use common::*;
 use engine::request::RequestError;
 

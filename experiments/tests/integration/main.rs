@@ -1,0 +1,13 @@
+//! The experiments' and `exp`'s integration tests, one module per topic.
+//! They build as one test binary (not one per file), so a release test build links it once.
+
+mod common;
+
+mod both_modes;
+mod cli;
+mod generate_and_tokenizer;
+mod physics;
+mod plan;
+mod plan_parts;
+mod real_mode;
+mod shipped_profiles;
