@@ -102,6 +102,21 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
         &RunnerLimits::for_engine(&engine_config).on_sms(args.runner.sm_count()?),
     )?;
     let device = runner.device_name();
+    // vLLM's "GPU KV cache size" line: what the memory left the cache.
+    let blocks = engine::ModelRunner::num_kv_blocks(&runner);
+    // The CPU runner sizes its cache from a fixed budget, not the fraction.
+    let sized_by = match kind.name() {
+        "cuda" => format!(
+            "; gpu_memory_utilization {}",
+            engine_config.gpu_memory_utilization
+        ),
+        _ => String::new(),
+    };
+    let kv_line = format!(
+        "KV cache: {blocks} blocks of {} tokens ({} tokens{sized_by})",
+        engine_config.block_size,
+        blocks.saturating_sub(1) * engine_config.block_size,
+    );
     let mut core = EngineCore::new(engine_config, runner)?;
     let mut request = Request::new(0, prompt.clone(), args.max_tokens);
     request.ignore_eos = args.ignore_eos;
@@ -122,6 +137,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
     print_result(
         &model.name(),
         &device,
+        &kv_line,
         &prompt,
         &output,
         &times,
@@ -132,12 +148,14 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
 fn print_result(
     model: &str,
     device: &str,
+    kv_line: &str,
     prompt: &[u32],
     output: &[u32],
     times: &[f64],
     tokenizer: Option<&tokenizers::Tokenizer>,
 ) -> anyhow::Result<()> {
     println!("model {model} on {device}: {} prompt tokens", prompt.len());
+    println!("{kv_line}");
     let ids: Vec<String> = output.iter().map(u32::to_string).collect();
     println!("output ids: {}", ids.join(" "));
     if let Some(t) = tokenizer {
