@@ -5,7 +5,7 @@
 //! exactly those names, and an unknown name's error lists them. Each family
 //! preset has the fields of its published Hugging Face `config.json` (bf16,
 //! vocabulary 151,936, 40,960 positions, RoPE theta 1e6, RMSNorm eps 1e-6,
-//! head_dim 128, 8 KV heads); `tests/model_presets.rs` parses those files'
+//! head_dim 128, 8 KV heads); `tests/integration/model_presets.rs` parses those files'
 //! text and compares.
 
 use super::config::{ModelError, Qwen3Config};
