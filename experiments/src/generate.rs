@@ -5,8 +5,10 @@
 //! and the output is decoded; otherwise `--prompt` must be token ids
 //! (separated by spaces or commas). Generation is greedy through one
 //! `EngineCore` (the same scheduler as every run), stops at `--max-tokens` or
-//! at the model's EOS token unless `--ignore-eos`, and reports TTFT and the
-//! mean inter-token latency measured on the wall clock.
+//! at the model's EOS token unless `--ignore-eos`, and reports the KV cache
+//! the runner got (blocks and tokens; for the CUDA runner it is what
+//! `gpu_memory_utilization` left beside the weights), TTFT and the mean
+//! inter-token latency measured on the wall clock.
 
 use crate::backend::runner::build;
 use crate::backend::{LoadedModel, ModelChoice, RunnerLimits};
