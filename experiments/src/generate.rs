@@ -10,9 +10,10 @@
 //! `gpu_memory_utilization` left beside the weights), TTFT and the mean
 //! inter-token latency measured on the wall clock.
 
-use crate::backend::runner::build;
+use crate::backend::runner::{build, RunnerKind};
 use crate::backend::{LoadedModel, ModelChoice, RunnerLimits};
 use crate::cli_args::RunnerArgs;
+use crate::plan::cost::kv_capacity_tokens;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use engine::{EngineConfig, EngineCore, Request};
@@ -107,17 +108,17 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
     // vLLM's "GPU KV cache size" line: what the memory left the cache.
     let blocks = engine::ModelRunner::num_kv_blocks(&runner);
     // The CPU runner sizes its cache from a fixed budget, not the fraction.
-    let sized_by = match kind.name() {
-        "cuda" => format!(
+    let sized_by = match kind {
+        RunnerKind::Cuda => format!(
             "; gpu_memory_utilization {}",
             engine_config.gpu_memory_utilization
         ),
-        _ => String::new(),
+        RunnerKind::Cpu => String::new(),
     };
     let kv_line = format!(
         "KV cache: {blocks} blocks of {} tokens ({} tokens{sized_by})",
         engine_config.block_size,
-        blocks.saturating_sub(1) * engine_config.block_size,
+        kv_capacity_tokens(blocks, engine_config.block_size),
     );
     let mut core = EngineCore::new(engine_config, runner)?;
     let mut request = Request::new(0, prompt.clone(), args.max_tokens);
