@@ -7,11 +7,12 @@
 //! before the next step.
 //!
 //! Arrival patterns: [`ClosedLoop`], [`OpenLoop`] (Poisson or fixed rate),
-//! [`TraceReplay`] (CSV/JSONL, see [`trace`]), [`Scripted`] (explicit times or
-//! "after request X finishes"). Contents of synthetic requests come from a
-//! [`RequestMaker`]: unique or shared-prefix prompts ([`PromptLayout`]),
-//! optionally spread over salted tenants ([`Tenants`]), with token ids from a
-//! [`PromptSource`].
+//! [`TraceReplay`] (this crate's CSV/JSONL, or a public production trace,
+//! Azure LLM 2023, Mooncake or BurstGPT, read by [`load_trace_as`]: see
+//! [`trace`]), [`Scripted`] (explicit times or "after request X finishes").
+//! Contents of synthetic requests come from a [`RequestMaker`]: unique or
+//! shared-prefix prompts ([`PromptLayout`]), optionally spread over salted
+//! tenants ([`Tenants`]), with token ids from a [`PromptSource`].
 
 mod closed_loop;
 mod contents;
@@ -28,7 +29,10 @@ pub use open_loop::{ArrivalProcess, OpenLoop, OpenLoopConfig};
 pub use prompts::{PromptError, PromptSource, QWEN3_REGULAR_VOCAB};
 pub use replay::TraceReplay;
 pub use scripted::{ScriptEntry, Scripted, Trigger};
-pub use trace::{load_trace, TraceEntry, TraceError, TracePrompt};
+pub use trace::{
+    load_trace, load_trace_as, parse_trace_as, TraceEntry, TraceError, TraceFormat, TraceLoad,
+    TraceOptions, TracePrompt, TraceWindow, MOONCAKE_BLOCK_TOKENS,
+};
 
 use engine::Request;
 use thiserror::Error;

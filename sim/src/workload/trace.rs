@@ -20,10 +20,24 @@
 //! lines starting with `#` are skipped. JSONL skips blank lines and lines
 //! starting with `#` too. Errors name the file, the line (1-based; for CSV,
 //! the line its row starts on) and the field.
+//!
+//! Public production traces (Azure LLM inference 2023, Mooncake FAST'25,
+//! BurstGPT) are read into the same entries by [`load_trace_as`], with a
+//! [`TraceFormat`] named or sniffed, a rate scale and a time window: see
+//! [`format`](mod@format).
 
+mod azure;
+mod burstgpt;
+mod columns;
 mod csv;
+pub mod format;
+mod mooncake;
 
 pub use self::csv::{parse_csv, write_csv};
+pub use self::format::{
+    load_trace_as, parse_trace_as, TraceFormat, TraceLoad, TraceOptions, TraceWindow,
+};
+pub use self::mooncake::MOONCAKE_BLOCK_TOKENS;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -50,6 +64,24 @@ pub enum TraceError {
         line: usize,
         field: String,
         message: String,
+    },
+    #[error("unknown trace format {name:?}; known formats: {known}")]
+    UnknownFormat { name: String, known: String },
+    #[error(
+        "{}: cannot tell the trace format from its first line {first:?}; \
+         name the format (known formats: {known})",
+        path.display()
+    )]
+    Sniff {
+        path: PathBuf,
+        first: String,
+        known: String,
+    },
+    #[error("trace option {option} = {value} is invalid: {expected}")]
+    Option {
+        option: &'static str,
+        value: String,
+        expected: String,
     },
 }
 

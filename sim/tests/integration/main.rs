@@ -6,6 +6,7 @@ mod common;
 mod event_loop;
 mod loop_properties;
 mod prompts;
+mod public_traces;
 mod roofline;
 mod traces;
 mod wall_clock;

@@ -62,8 +62,54 @@ impl CsvRow {
     }
 }
 
-fn line_of(record: &::csv::StringRecord) -> usize {
-    record.position().map_or(1, |p| p.line() as usize)
+/// The 1-based line each record of one text starts on. The `csv` crate's
+/// own count (`Position::line`) lags a line behind after every `\r\n` and
+/// after skipped comment lines, so count `\n`s up to the record's first
+/// byte instead: its `Position::byte` is where the reader began looking for
+/// the record, before the line ends, blank lines and `#` comment lines it
+/// skipped there. Records come in order, so the count goes on from the last
+/// one (one pass over the text in all).
+pub(super) struct Lines<'a> {
+    text: &'a [u8],
+    at: usize,
+    line: usize,
+}
+
+impl<'a> Lines<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        Self {
+            text: text.as_bytes(),
+            at: 0,
+            line: 1,
+        }
+    }
+
+    /// The line of the record (or error) at `position`.
+    pub(super) fn of(&mut self, position: Option<&::csv::Position>) -> usize {
+        let text = self.text;
+        let Some(mut start) = position.map(|p| (p.byte() as usize).min(text.len())) else {
+            return self.line;
+        };
+        loop {
+            while start < text.len() && matches!(text[start], b'\r' | b'\n') {
+                start += 1;
+            }
+            if start < text.len() && text[start] == b'#' {
+                start = text[start..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(text.len(), |i| start + i + 1);
+            } else {
+                break;
+            }
+        }
+        if start < self.at {
+            (self.at, self.line) = (0, 1);
+        }
+        self.line += text[self.at..start].iter().filter(|&&b| b == b'\n').count();
+        self.at = start;
+        self.line
+    }
 }
 
 /// Parses CSV text; `path` names the file in errors.
@@ -84,13 +130,15 @@ pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<TraceEntry>, TraceError>
         !r.as_ref()
             .is_ok_and(|r| r.len() == 1 && r.get(0) == Some(""))
     });
-    let read = |r: Result<::csv::StringRecord, ::csv::Error>| {
-        r.map_err(|e| {
-            let line = e.position().map_or(1, |p| p.line() as usize);
-            line_err(line, format!("unreadable CSV: {e}"))
-        })
+    let mut lines = Lines::new(text);
+    let mut read = |r: Result<::csv::StringRecord, ::csv::Error>| match r {
+        Ok(record) => Ok((lines.of(record.position()), record)),
+        Err(e) => Err(line_err(
+            lines.of(e.position()),
+            format!("unreadable CSV: {e}"),
+        )),
     };
-    let Some(header) = records.next().map(&read).transpose()? else {
+    let Some((header_line, header)) = records.next().map(&mut read).transpose()? else {
         return Err(line_err(
             1,
             "empty trace: expected a header row".to_string(),
@@ -99,21 +147,17 @@ pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<TraceEntry>, TraceError>
     for (i, c) in header.iter().enumerate() {
         if !FIELDS.contains(&c) {
             return Err(line_err(
-                line_of(&header),
+                header_line,
                 format!("unknown column {c:?}; known columns: {}", FIELDS.join(", ")),
             ));
         }
         if header.iter().take(i).any(|earlier| earlier == c) {
-            return Err(line_err(
-                line_of(&header),
-                format!("column {c:?} appears twice"),
-            ));
+            return Err(line_err(header_line, format!("column {c:?} appears twice")));
         }
     }
     let mut entries = Vec::new();
     for record in records {
-        let record = read(record)?;
-        let line = line_of(&record);
+        let (line, record) = read(record)?;
         if record.len() != header.len() {
             return Err(line_err(
                 line,
