@@ -117,6 +117,9 @@ pub enum ConfigError {
     },
 }
 
+/// The largest block vLLM allows (`vllm.config.cache.BlockSize`).
+pub const MAX_BLOCK_SIZE: usize = 256;
+
 fn invalid(option: &'static str, value: impl ToString, fix: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         option,
@@ -133,11 +136,14 @@ impl EngineConfig {
 
     /// Rejects settings no engine could run with.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.block_size == 0 {
+        if !(self.block_size.is_power_of_two() && self.block_size <= MAX_BLOCK_SIZE) {
             return Err(invalid(
                 "block_size",
-                0,
-                "use a positive block size (16 is vLLM's default)",
+                self.block_size,
+                format!(
+                    "use a power of two from 1 to {MAX_BLOCK_SIZE}: vLLM allows 1, 8, 16, 32, 64, \
+                     128 and 256 (16 is its default); 2 and 4 are accepted here for small tests"
+                ),
             ));
         }
         if self.max_model_len == 0 {

@@ -84,12 +84,27 @@ fn rejects_long_prefill_threshold_above_max_model_len() {
 }
 
 #[test]
-fn rejects_block_size_zero() {
-    let (option, _) = rejected_option(&EngineConfig {
-        block_size: 0,
-        ..Default::default()
-    });
-    assert_eq!(option, "block_size");
+fn rejects_block_sizes_vllm_does_not_allow() {
+    for bad in [0, 3, 24, 100, 512, 100_000] {
+        let config = EngineConfig {
+            block_size: bad,
+            ..Default::default()
+        };
+        let (option, _) = rejected_option(&config);
+        assert_eq!(option, "block_size", "{bad}");
+        let message = config.validate().unwrap_err().to_string();
+        assert!(
+            message.contains(&format!("block_size = {bad}")) && message.contains("256"),
+            "{message}"
+        );
+    }
+    for good in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
+        let config = EngineConfig {
+            block_size: good,
+            ..Default::default()
+        };
+        assert_eq!(config.validate(), Ok(()), "{good}");
+    }
 }
 
 #[test]
