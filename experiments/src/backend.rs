@@ -96,6 +96,11 @@ pub struct BackendInfo {
     pub model: String,
     /// Real mode: `cpu` or `cuda`, with the device name.
     pub runner: Option<String>,
+    /// The cost model in a few words, for figure subtitles (sim:
+    /// [`ResolvedCost::short_label`]; real: `measured`). Not in `meta.ron`,
+    /// whose `cost_model` says it in full.
+    #[serde(skip)]
+    pub cost_label: String,
 }
 
 pub trait Backend {

@@ -3,7 +3,8 @@
 //! Contract: conditions run in parallel (rayon) when the backend allows it;
 //! each condition's script and seed are fixed by the plan, so results do not
 //! depend on the thread count or order. Writes `DIR/NAME/<mode>/summary.csv`,
-//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`;
+//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`
+//! (subtitled with every backend that ran and the workload, [`caption`]);
 //! with two backends (real, then sim) also `DIR/NAME/compare.csv`. A backend
 //! with a step predictor (real mode) gets a `predicted_ms` column in
 //! `steps.csv`: the cost model's price of each measured step's batch.
@@ -13,7 +14,7 @@ use crate::catalogue::{Condition, Experiment, ExperimentError, Report};
 use crate::output::{self, ConditionMeta, Meta};
 use crate::settings::Settings;
 use crate::table::Table;
-use crate::{charts, compare};
+use crate::{caption, charts, compare};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use sim::workload::PromptSource;
@@ -191,6 +192,9 @@ pub fn run_experiment(
     let mut files = Vec::new();
     let mut results = Vec::new();
     let mut step_errors_pct = Vec::new();
+    let mut infos = Vec::new();
+    // Every mode runs the same scripts, so the first describes the workload.
+    let mut workload = None;
     for backend in backends {
         let bar = progress(0, opts.quiet, exp.name());
         let evaluation = evaluate(
@@ -207,6 +211,7 @@ pub fn run_experiment(
         }
         let info = backend.info();
         let dir = exp_dir.join(info.mode);
+        workload.get_or_insert_with(|| caption::workload_line(&evaluation.conditions));
         files.extend(write_mode_files(
             exp,
             settings,
@@ -216,6 +221,7 @@ pub fn run_experiment(
             &dir,
         )?);
         results.push((info.mode, dir, evaluation.report));
+        infos.push(info);
     }
     let mut compared = None;
     if let [(_, _, real), (_, _, sim)] = results.as_slice() {
@@ -223,7 +229,8 @@ pub fn run_experiment(
         write(exp_dir.join("compare.csv"), &table.to_csv(), &mut files)?;
         compared = Some(table);
     }
-    files.extend(draw_charts(&results, &exp_dir)?);
+    let subtitle = caption::subtitle(&infos, workload.as_deref().unwrap_or(""));
+    files.extend(draw_charts(&results, &exp_dir, &subtitle)?);
     let (_, dir, report) = results
         .pop()
         .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
@@ -298,10 +305,12 @@ fn write_mode_files(
     Ok(files)
 }
 
-/// Every chart of the first report, with the series of every mode.
+/// Every chart of the first report, with the series of every mode and
+/// `subtitle` (what ran, see [`caption`]) under each title.
 fn draw_charts(
     results: &[(&str, PathBuf, Report)],
     dir: &Path,
+    subtitle: &str,
 ) -> Result<Vec<PathBuf>, DriverError> {
     let mut files = Vec::new();
     let Some((_, _, first)) = results.first() else {
@@ -323,7 +332,7 @@ fn draw_charts(
                     .map(|c| (source, c))
             })
             .collect();
-        let drawn = charts::draw(&specs, dir).map_err(|e| DriverError::Figure {
+        let drawn = charts::draw(&specs, dir, subtitle).map_err(|e| DriverError::Figure {
             stem: spec.stem.clone(),
             message: e.to_string(),
         })?;

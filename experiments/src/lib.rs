@@ -6,13 +6,14 @@
 //! runs a condition (sim: virtual clock and a cost model; real: wall clock
 //! and a CPU or CUDA runner); [`driver`] runs the conditions (in parallel when
 //! simulated) and writes `summary.csv`, `requests.csv`, `steps.csv`,
-//! `meta.ron` and the [`charts`]; [`settings`] and [`config_file`] turn
+//! `meta.ron` and the [`charts`] (subtitled by [`caption`]); [`settings`] and [`config_file`] turn
 //! `--set key=value` and RON files into validated settings; [`cli`] is the
 //! `exp` front end, with [`calibrate`] (`exp calibrate`) and [`validate`]
 //! (`exp validate`).
 
 pub mod backend;
 pub mod calibrate;
+pub mod caption;
 pub mod catalogue;
 pub mod charts;
 pub mod cli;

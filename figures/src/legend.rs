@@ -1,12 +1,14 @@
 //! Where the legend goes. It sits in the corner of the plotting area where it
-//! covers the least of the curves (points and the lines between them); when
-//! every corner would cover some, the y axis gets headroom above the data and
-//! the legend goes in the freed upper right.
+//! covers the least of the data (points, the lines between them, bars and
+//! reference lines); when every corner would cover some, the y axis gets
+//! headroom above the data and the legend goes in the freed upper right.
+//! (A legend too big for either goes outside the plot: see `render`.)
 
 use std::ops::Range;
 
-use crate::bounds::drawable_points;
-use crate::Chart;
+use crate::bars;
+use crate::bounds::{self, drawable_points, unit};
+use crate::{Chart, Kind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Corner {
@@ -36,29 +38,47 @@ const SAMPLES_PER_SEGMENT: usize = 16;
 /// Gap left between the data and the legend when headroom is added.
 const HEADROOM_GAP: f64 = 0.04;
 
-/// Curve samples in unit coordinates of the plotting area (0..1 on both axes).
+fn segment(samples: &mut Vec<(f64, f64)>, (x0, y0): (f64, f64), (x1, y1): (f64, f64)) {
+    samples.extend((0..=SAMPLES_PER_SEGMENT).map(|i| {
+        let t = i as f64 / SAMPLES_PER_SEGMENT as f64;
+        (x0 + t * (x1 - x0), y0 + t * (y1 - y0))
+    }));
+}
+
+/// Data samples in unit coordinates of the plotting area (0..1 on both axes).
 fn unit_samples(chart: &Chart, x: &Range<f64>, y: &Range<f64>) -> Vec<(f64, f64)> {
-    let to_unit = |p: (f64, f64)| {
-        let ux = if chart.log_x {
-            (p.0.log10() - x.start.log10()) / (x.end.log10() - x.start.log10())
-        } else {
-            (p.0 - x.start) / (x.end - x.start)
-        };
-        (ux, (p.1 - y.start) / (y.end - y.start))
-    };
+    let (log_x, log_y) = (bounds::log_x(chart), bounds::log_y(chart));
+    let to_unit = |p: (f64, f64)| (unit(p.0, x, log_x), unit(p.1, y, log_y));
     let mut samples = Vec::new();
-    for series in &chart.series {
-        let unit: Vec<_> = drawable_points(series, chart.log_x)
-            .into_iter()
-            .map(to_unit)
-            .collect();
-        samples.extend(unit.iter().copied());
-        for pair in unit.windows(2) {
-            let ((x0, y0), (x1, y1)) = (pair[0], pair[1]);
-            samples.extend((1..SAMPLES_PER_SEGMENT).map(|i| {
-                let t = i as f64 / SAMPLES_PER_SEGMENT as f64;
-                (x0 + t * (x1 - x0), y0 + t * (y1 - y0))
-            }));
+    match chart.kind {
+        Kind::Lines => {
+            for series in &chart.series {
+                let points: Vec<_> = drawable_points(series, chart)
+                    .into_iter()
+                    .map(to_unit)
+                    .collect();
+                samples.extend(points.iter().copied());
+                for pair in points.windows(2) {
+                    segment(&mut samples, pair[0], pair[1]);
+                }
+            }
+        }
+        Kind::Bars => {
+            // A bar covers the column from the axis to its top: sample its
+            // centre line and both edges.
+            for bar in bars::layout(chart) {
+                let top = unit(bar.value, y, log_y);
+                for bx in [bar.x0, (bar.x0 + bar.x1) / 2.0, bar.x1] {
+                    let ux = unit(bx, x, false);
+                    segment(&mut samples, (ux, 0.0), (ux, top));
+                }
+            }
+        }
+    }
+    for r in &chart.references {
+        if r.y.is_finite() && (!log_y || r.y > 0.0) {
+            let uy = unit(r.y, y, log_y);
+            segment(&mut samples, (0.0, uy), (1.0, uy));
         }
     }
     samples
@@ -97,7 +117,7 @@ pub(crate) fn place(chart: &Chart, x: &Range<f64>, y: Range<f64>, size: BoxFract
     let keep = 1.0 - size.height - HEADROOM_GAP;
     Placement {
         corner: Corner::UpperRight,
-        y: y.start..y.start + (y.end - y.start) / keep,
+        y: bounds::stretch_end(&y, keep, bounds::log_y(chart)),
     }
 }
 
@@ -114,20 +134,12 @@ mod tests {
 
     fn chart(curves: Vec<Vec<(f64, f64)>>) -> Chart {
         Chart {
-            title: String::new(),
-            x_label: String::new(),
-            y_label: String::new(),
             series: curves
                 .into_iter()
                 .enumerate()
-                .map(|(i, points)| Series {
-                    label: format!("s{i}"),
-                    source: Source::Real,
-                    points,
-                })
+                .map(|(i, points)| Series::new(format!("s{i}"), Source::Real, points))
                 .collect(),
-            x_ticks: None,
-            log_x: false,
+            ..Chart::default()
         }
     }
 
@@ -177,5 +189,33 @@ mod tests {
     fn empty_chart_keeps_its_range() {
         let c = chart(vec![]);
         assert_eq!(placed(&c).y, y_range(&c));
+    }
+
+    #[test]
+    fn a_reference_line_along_the_top_counts_as_covered() {
+        // Data in the lower left; the SLO line runs along the top.
+        let mut c = chart(vec![vec![(0.0, 0.0), (1.0, 1.0)], vec![(10.0, 0.0)]]);
+        c.references.push(crate::Reference {
+            label: "SLO target".into(),
+            y: 10.0,
+        });
+        let p = placed(&c);
+        assert!(
+            p.y.end > y_range(&c).end,
+            "headroom above the reference: {:?}",
+            p.y
+        );
+    }
+
+    #[test]
+    fn log_y_headroom_keeps_the_axis_positive() {
+        let top: Vec<_> = (0..=10).map(|i| (i as f64, 5e4)).collect();
+        let bottom: Vec<_> = (0..=10).map(|i| (i as f64, 5.0)).collect();
+        let mut c = chart(vec![top, bottom]);
+        c.y_scale = crate::YScale::Log;
+        let before = y_range(&c);
+        let p = placed(&c);
+        assert_eq!(p.y.start, before.start);
+        assert!(p.y.start > 0.0 && p.y.end > before.end, "{:?}", p.y);
     }
 }

@@ -1,37 +1,11 @@
 //! Drawing to disk: both files, their content, and the failure paths.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use figures::{draw, Chart, FigureError, Series, Source, FIGURE_SIZE};
+use std::path::Path;
 
-/// A per-test directory, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("figures-test-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn series(label: &str, source: Source, points: &[(f64, f64)]) -> Series {
-    Series {
-        label: label.to_string(),
-        source,
-        points: points.to_vec(),
-    }
-}
+use common::{check_outputs, series, Scratch};
+use figures::{draw, Chart, FigureError, Source};
 
 fn ttft_chart() -> Chart {
     Chart {
@@ -76,35 +50,8 @@ fn ttft_chart() -> Chart {
             (512.0, "512".to_string()),
             (1024.0, "1024".to_string()),
         ]),
-        log_x: false,
+        ..Chart::default()
     }
-}
-
-/// Width and height from the IHDR chunk, after checking the PNG signature.
-fn png_size(bytes: &[u8]) -> (u32, u32) {
-    assert!(bytes.len() > 24, "PNG too short: {} bytes", bytes.len());
-    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
-    assert_eq!(&bytes[12..16], b"IHDR", "first chunk is IHDR");
-    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    (be(&bytes[16..20]), be(&bytes[20..24]))
-}
-
-fn check_outputs(paths: &[PathBuf], stem: &Path) -> (Vec<u8>, String) {
-    assert_eq!(paths.len(), 2);
-    let png = &paths[0];
-    let svg = &paths[1];
-    assert_eq!(png.as_os_str(), format!("{}.png", stem.display()).as_str());
-    assert_eq!(svg.as_os_str(), format!("{}.svg", stem.display()).as_str());
-    let png_bytes = std::fs::read(png).expect("read png");
-    let svg_text = std::fs::read_to_string(svg).expect("read svg");
-    assert!(!png_bytes.is_empty() && !svg_text.is_empty());
-    assert_eq!(png_size(&png_bytes), FIGURE_SIZE);
-    assert!(
-        svg_text.starts_with("<svg"),
-        "{}",
-        &svg_text[..svg_text.len().min(80)]
-    );
-    (png_bytes, svg_text)
 }
 
 #[test]

@@ -109,6 +109,30 @@ impl ResolvedCost {
             .unwrap_or_else(|| sim::cost::kv_cache_blocks(&self.gpu, &self.shape, engine))
     }
 
+    /// What prices the steps, in a few words for figure subtitles:
+    /// `roofline`, `profile FILE.ron`, or `profile FILE.ron (measured on
+    /// GPU, transferred)`.
+    pub fn short_label(&self) -> String {
+        match &self.basis {
+            CostBasis::Roofline => "roofline".into(),
+            CostBasis::Profile {
+                source,
+                measured_on,
+                ..
+            } => {
+                let path = source.strip_prefix("shipped:").unwrap_or(source);
+                let file = Path::new(path)
+                    .file_name()
+                    .map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned());
+                if self.is_transferred() {
+                    format!("profile {file} (measured on {measured_on}, transferred)")
+                } else {
+                    format!("profile {file}")
+                }
+            }
+        }
+    }
+
     /// Whether a calibrated profile measured on another GPU was moved here.
     pub fn is_transferred(&self) -> bool {
         matches!(&self.basis, CostBasis::Profile { measured_on, .. } if *measured_on != self.gpu.name)

@@ -97,6 +97,7 @@ impl Backend for RealBackend {
             gpu: Some(self.predictor.gpu.clone()),
             model: self.weights_label.clone(),
             runner: Some(format!("{} on {}", self.kind.name(), self.device)),
+            cost_label: "measured".into(),
         }
     }
 

@@ -95,6 +95,7 @@ impl Backend for SimBackend {
             gpu: Some(self.cost.gpu.clone()),
             model: self.model_name.clone(),
             runner: None,
+            cost_label: self.cost.short_label(),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::charts::ChartSpec;
 use crate::script::{condition_seed, ScriptBuilder};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::table::{Cell, Table};
+use figures::YScale;
 use sim::workload::PromptSource;
 use sim::RunRecords;
 
@@ -149,21 +150,24 @@ impl Experiment for CbSweep {
             .iter()
             .map(|c| (*c as f64, c.to_string()))
             .collect();
-        let chart = |stem: &str, title: &str, y: &str, f: fn(&load::LoadSummary) -> f64| {
-            let mut spec = ChartSpec::new(stem, title, "concurrency (clients)", y).log_x();
-            spec.x_ticks = Some(ticks.clone());
-            let mut seen: Vec<usize> = points.iter().map(|p| p.0).collect();
-            seen.dedup();
-            for m in seen {
-                let pts = points
-                    .iter()
-                    .filter(|p| p.0 == m)
-                    .map(|p| (p.1 as f64, f(&p.2)))
-                    .collect();
-                spec = spec.series(format!("max_num_seqs={m}"), pts);
-            }
-            spec
-        };
+        let chart =
+            |stem: &str, title: &str, y: &str, scale: YScale, f: fn(&load::LoadSummary) -> f64| {
+                let mut spec = ChartSpec::new(stem, title, "concurrency (clients)", y)
+                    .log_x()
+                    .y_scale(scale);
+                spec.x_ticks = Some(ticks.clone());
+                let mut seen: Vec<usize> = points.iter().map(|p| p.0).collect();
+                seen.dedup();
+                for m in seen {
+                    let pts = points
+                        .iter()
+                        .filter(|p| p.0 == m)
+                        .map(|p| (p.1 as f64, f(&p.2)))
+                        .collect();
+                    spec = spec.series(format!("max_num_seqs={m}"), pts);
+                }
+                spec
+            };
         Ok(Report {
             summary: table,
             key_columns: 2,
@@ -172,12 +176,16 @@ impl Experiment for CbSweep {
                     "cb_sweep_throughput",
                     "cb_sweep: output throughput vs concurrency",
                     "output throughput (tok/s)",
+                    YScale::Linear,
                     |s| s.throughput_tok_s,
                 ),
                 chart(
                     "cb_sweep_ttft",
                     "cb_sweep: median TTFT vs concurrency",
                     "median TTFT (ms)",
+                    // One request at a time queues for seconds at 64
+                    // clients, batching answers in milliseconds: decades.
+                    YScale::Auto,
                     |s| s.ttft_median_ms,
                 ),
             ],

@@ -15,6 +15,7 @@ use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::stats::{median, spread_pct};
 use crate::table::{Cell, Table};
 use engine::EngineConfig;
+use figures::YScale;
 use sim::workload::PromptSource;
 use sim::RunRecords;
 
@@ -271,6 +272,7 @@ impl Experiment for ChunkSweep {
         let mut table = Table::new(COLUMNS);
         let (mut stall_names, mut stalls, mut ttfts) = (Vec::new(), Vec::new(), Vec::new());
         let (mut load_names, mut load_p99, mut load_ttft) = (Vec::new(), Vec::new(), Vec::new());
+        let mut load_throughput = Vec::new();
         for (cond, rec) in conditions.iter().zip(runs) {
             let (part, chunk) = cond
                 .label
@@ -310,6 +312,7 @@ impl Experiment for ChunkSweep {
                 load_names.push(chunk.to_string());
                 load_p99.push((x, s.itl_p99_ms));
                 load_ttft.push((x, s.ttft_median_ms));
+                load_throughput.push((x, s.throughput_tok_s));
             }
         }
         let mut charts = Vec::new();
@@ -322,6 +325,8 @@ impl Experiment for ChunkSweep {
                     "time (ms)",
                 )
                 .categories(&stall_names)
+                .bars()
+                .y_scale(YScale::Auto)
                 .series("longest decode gap", stalls)
                 .series("long-prompt TTFT", ttfts),
             );
@@ -335,8 +340,21 @@ impl Experiment for ChunkSweep {
                     "time (ms)",
                 )
                 .categories(&load_names)
+                .bars()
+                .y_scale(YScale::Auto)
                 .series("ITL p99", load_p99)
                 .series("median TTFT", load_ttft),
+            );
+            charts.push(
+                ChartSpec::new(
+                    "chunk_sweep_load_throughput",
+                    "chunk_sweep: output throughput under closed-loop load vs chunk size",
+                    "chunk size (max_num_batched_tokens, tokens)",
+                    "output throughput (tok/s)",
+                )
+                .categories(&load_names)
+                .bars()
+                .series("output throughput", load_throughput),
             );
         }
         Ok(Report {

@@ -15,6 +15,7 @@ use crate::script::{condition_seed, Gate, ScriptBuilder};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::stats::{median, percentile, unit_exponential};
 use crate::table::{Cell, Table};
+use figures::YScale;
 use rand::Rng;
 use sim::workload::PromptSource;
 use sim::RunRecords;
@@ -314,6 +315,8 @@ impl Experiment for PoissonMix {
             "time (ms)",
         )
         .categories(&names)
+        .bars()
+        .y_scale(YScale::Auto)
         .series("median TTFT", ttft)
         .series("TTFT p99", ttft99)
         .series("ITL p99", itl99);

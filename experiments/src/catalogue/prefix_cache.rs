@@ -150,7 +150,9 @@ impl Experiment for PrefixCache {
             "prefix_cache: cold vs warm TTFT per round",
             "round",
             "TTFT (ms)",
-        );
+        )
+        .bars()
+        .y_scale(figures::YScale::Auto);
         for (cond, rec) in conditions.iter().zip(runs) {
             let caching = cond.label.trim_start_matches("caching=");
             let (mut cold_pts, mut warm_pts) = (Vec::new(), Vec::new());
@@ -177,6 +179,9 @@ impl Experiment for PrefixCache {
                 cold_pts.push((x, cold_ttft.unwrap_or(f64::NAN)));
                 warm_pts.push((x, warm_ttft.unwrap_or(f64::NAN)));
             }
+            // Without caching a warm request costs what a cold one does, and
+            // a cold one costs the same with caching or without: as lines,
+            // three of the four series would lie on one another.
             chart = chart
                 .series(format!("cold, caching {caching}"), cold_pts)
                 .series(format!("warm, caching {caching}"), warm_pts);

@@ -198,6 +198,7 @@ impl Experiment for SaltIsolation {
             "TTFT (ms)",
         )
         .categories(&names)
+        .bars()
         .series("reader", reader_pts)
         .series("cold reference", cold_pts);
         let cached_chart = ChartSpec::new(
@@ -207,6 +208,7 @@ impl Experiment for SaltIsolation {
             "cached tokens (tokens)",
         )
         .categories(&names)
+        .bars()
         .series("reader cached tokens", cached_pts);
         Ok(Report {
             summary: table,

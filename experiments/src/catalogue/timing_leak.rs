@@ -277,6 +277,8 @@ impl Experiment for TimingLeak {
             "accuracy (%)",
         )
         .categories(&names)
+        .bars()
+        .reference("chance: 50% (nothing leaks)", 50.0)
         .series("attacker accuracy (held-out threshold)", acc_pts);
         Ok(Report {
             summary: table,

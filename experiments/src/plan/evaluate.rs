@@ -16,7 +16,8 @@
 use super::cost::{decode_step_ms, kv_capacity_tokens, prefill_tok_s};
 use super::error::PlanError;
 use super::inputs::PlanInputs;
-use super::search::{self, RatePoint, SettingResult};
+use super::search::{self, RatePoint, SettingResult, Steady};
+use super::steady;
 use crate::backend::{Backend, BackendError, SimBackend};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
@@ -39,7 +40,11 @@ pub struct PlanRow {
     pub max_qps_under_slo: f64,
     pub best_max_num_batched_tokens: Option<usize>,
     pub best_max_num_seqs: Option<usize>,
-    /// Why `max_qps_under_slo` is 0, when it is.
+    /// Requests per run of the best setting's answer.
+    pub requests_per_run: Option<usize>,
+    pub steady_state: Option<Steady>,
+    /// Why `max_qps_under_slo` is 0, when it is; that the best setting sits
+    /// at the edge of the grid, or is not at steady state, when it does.
     pub note: Option<String>,
 }
 
@@ -57,11 +62,12 @@ pub fn decode_context(inputs: &PlanInputs) -> usize {
     (prompt + output / 2.0).round() as usize
 }
 
-/// The run's requests at one request per second, prompts drawn once.
+/// The longest run's requests at one request per second, prompts drawn
+/// once; every shorter run is a prefix of it.
 fn unit_arrivals(inputs: &PlanInputs) -> Result<Vec<Arrival>, PlanError> {
     let entries = inputs
         .workload
-        .unit_rate_entries(inputs.method.requests, inputs.method.seed);
+        .unit_rate_entries(inputs.method.max_requests, inputs.method.seed);
     // Regular tokens only, as in every sim run (`LoadedModel::prompt_vocab`).
     let vocab = inputs.targets.first().map_or(2, |t| t.vocab());
     let source = PromptSource::random_tokens(vocab)
@@ -90,13 +96,14 @@ pub fn evaluate(inputs: &PlanInputs, bar: &ProgressBar) -> Result<Vec<GpuPlan>, 
         .par_iter()
         .map(|&(g, setting)| {
             let target = &inputs.targets[g];
-            let r = search::search_setting(
+            let r = steady::search_steady(
                 target,
                 &inputs.engine,
                 setting,
                 &unit,
                 &inputs.slo,
                 &inputs.method,
+                inputs.workload.is_trace(),
             )
             .map_err(run_error(
                 target,
@@ -155,7 +162,7 @@ fn curve(
             search::measure(
                 target,
                 &engine,
-                unit,
+                &unit[..best.requests.min(unit.len())],
                 best.max_qps * f,
                 &inputs.slo,
                 inputs.method.warmup_pct,
@@ -180,7 +187,13 @@ fn row(inputs: &PlanInputs, target: &SimBackend, results: &[SettingResult]) -> P
         engine.max_num_seqs = b.max_num_seqs;
     }
     let note = match best {
-        Some(_) => None,
+        Some(b) => {
+            let notes: Vec<String> = edge_notes(inputs, b)
+                .into_iter()
+                .chain(b.note.clone())
+                .collect();
+            (!notes.is_empty()).then(|| notes.join("; "))
+        }
         None => {
             // Every setting failed; the first one's reason (per-setting
             // reasons are in plan_search.csv).
@@ -199,6 +212,40 @@ fn row(inputs: &PlanInputs, target: &SimBackend, results: &[SettingResult]) -> P
         max_qps_under_slo: best.map_or(0.0, |b| b.max_qps),
         best_max_num_batched_tokens: best.map(|b| b.max_num_batched_tokens),
         best_max_num_seqs: best.map(|b| b.max_num_seqs),
+        requests_per_run: best.map(|b| b.requests),
+        steady_state: best.map(|b| b.steady),
         note,
     }
+}
+
+/// A best value at an end of a grid dimension searched at more than one
+/// value: past that end the rate may be higher still.
+fn edge_notes(inputs: &PlanInputs, best: &SettingResult) -> Vec<String> {
+    [
+        (
+            "max_num_batched_tokens",
+            &inputs.batched_tokens,
+            best.max_num_batched_tokens,
+        ),
+        ("max_num_seqs", &inputs.num_seqs, best.max_num_seqs),
+    ]
+    .into_iter()
+    .filter_map(|(key, values, chosen)| {
+        let (lo, hi) = (values.iter().min()?, values.iter().max()?);
+        if lo == hi {
+            return None;
+        }
+        let end = if chosen == *hi {
+            "largest"
+        } else if chosen == *lo {
+            "smallest"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "best {key}={chosen} is the {end} searched: the grid may not hold the best \
+             setting; extend it with --set {key}=..."
+        ))
+    })
+    .collect()
 }

@@ -38,7 +38,13 @@ pub const PLAN_PARAMS: &[ParamSpec] = &[
         key: "requests",
         kind: ParamKind::Count,
         default: "1000",
-        help: "requests per simulated run (.ron workloads)",
+        help: "requests per run of the first search; runs double until the rate settles (.ron workloads)",
+    },
+    ParamSpec {
+        key: "max_requests",
+        kind: ParamKind::Count,
+        default: "32000",
+        help: "longest run the steady-state growth may reach (.ron workloads)",
     },
     ParamSpec {
         key: "warmup_pct",
@@ -108,12 +114,20 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
     if requests == 0 {
         return Err(bad_param("requests", 0.0, "at least 1"));
     }
+    let max_requests = settings.count("max_requests")?;
+    if max_requests < requests {
+        return Err(bad_param(
+            "max_requests",
+            max_requests as f64,
+            &format!("at least requests = {requests}"),
+        ));
+    }
     let warmup_pct = settings.number("warmup_pct")?;
-    if warmup_pct >= 100.0 {
+    if !(0.0..100.0).contains(&warmup_pct) {
         return Err(bad_param(
             "warmup_pct",
             warmup_pct,
-            "a percentage below 100",
+            "a percentage from 0 to below 100",
         ));
     }
     let precision_pct = settings.number("precision_pct")?;
@@ -166,6 +180,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         num_seqs,
         method: SearchMethod {
             requests,
+            max_requests,
             warmup_pct,
             precision_pct,
             seed: args.seed,

@@ -34,6 +34,7 @@ pub mod inputs;
 pub mod output;
 pub mod search;
 pub mod slo;
+pub mod steady;
 pub mod workload;
 
 pub use error::PlanError;
@@ -75,7 +76,7 @@ pub struct PlanArgs {
     pub seed: u64,
     /// key=value: engine options as in `exp run`, or plan parameters
     /// (max_num_batched_tokens and max_num_seqs take the grid as a list,
-    /// requests, warmup_pct, precision_pct).
+    /// requests, max_requests, warmup_pct, precision_pct).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// key=value for the cb_sweep run (its parameters, e.g. concurrency=1,4).

@@ -34,6 +34,9 @@ pub const PLAN_COLUMNS: &[&str] = &[
     "max_qps_under_slo",
     "best_max_num_batched_tokens",
     "best_max_num_seqs",
+    "requests_per_run",
+    "steady_state",
+    "note",
 ];
 
 const SEARCH_COLUMNS: &[&str] = &[
@@ -47,6 +50,8 @@ const SEARCH_COLUMNS: &[&str] = &[
     "itl_p99_ms",
     "preemptions",
     "runs",
+    "requests_per_run",
+    "steady_state",
     "note",
 ];
 
@@ -73,6 +78,9 @@ pub fn plan_table(plans: &[GpuPlan]) -> Table {
             Cell::num(Some(r.max_qps_under_slo)),
             r.best_max_num_batched_tokens.map_or(Cell::Empty, Cell::int),
             r.best_max_num_seqs.map_or(Cell::Empty, Cell::int),
+            r.requests_per_run.map_or(Cell::Empty, Cell::int),
+            Cell::text(r.steady_state.map_or("", |s| s.word())),
+            Cell::text(r.note.clone().unwrap_or_default()),
         ]);
         t.push(row);
     }
@@ -95,6 +103,8 @@ fn search_table(plans: &[GpuPlan], block_size: usize) -> Table {
                 Cell::num(at.and_then(|a| a.itl_p99_ms)),
                 at.map_or(Cell::Empty, |a| Cell::int(a.preemptions)),
                 Cell::int(r.runs),
+                Cell::int(r.requests),
+                Cell::text(r.steady.word()),
                 Cell::text(r.note.clone().unwrap_or_default()),
             ]);
         }
@@ -125,14 +135,34 @@ fn curve_table(plans: &[GpuPlan]) -> Table {
     t
 }
 
-/// TTFT p99 and ITL p99 vs rate at each GPU's best setting, SLO as a line.
-pub fn charts(plans: &[GpuPlan], slo: &Slo) -> Vec<ChartSpec> {
-    let rates: Vec<f64> = plans
+/// The plan figures' subtitle: the GPUs grouped by what priced their steps,
+/// the model, the workload and the SLO.
+pub fn figure_subtitle(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for p in plans {
+        let cost = p.target.cost().short_label();
+        match groups.iter_mut().find(|(c, _)| *c == cost) {
+            Some((_, gpus)) => gpus.push(&p.row.gpu),
+            None => groups.push((cost, vec![&p.row.gpu])),
+        }
+    }
+    let gpus: Vec<String> = groups
         .iter()
-        .flat_map(|p| p.curve.iter().map(|c| c.rate_per_s))
+        .map(|(cost, gpus)| format!("{}: {cost}", gpus.join(", ")))
         .collect();
-    let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "sim, {} · {}\nworkload: {} · SLO: TTFT p99 <= {} ms, ITL p99 <= {} ms",
+        inputs.model_name,
+        gpus.join("; "),
+        inputs.workload.describe(),
+        inputs.slo.ttft_p99_ms,
+        inputs.slo.itl_p99_ms
+    )
+}
+
+/// TTFT p99 and ITL p99 vs rate at each GPU's best setting, the SLO as a
+/// target line; the y axis turns log when the latencies span decades.
+pub fn charts(plans: &[GpuPlan], slo: &Slo) -> Vec<ChartSpec> {
     let chart =
         |stem: &str, what: &str, target: f64, y: fn(&super::search::RatePoint) -> Option<f64>| {
             let mut spec = ChartSpec::new(
@@ -141,7 +171,9 @@ pub fn charts(plans: &[GpuPlan], slo: &Slo) -> Vec<ChartSpec> {
                 "request rate (requests/s, Poisson)",
                 &format!("{what} p99 (ms)"),
             )
-            .log_x();
+            .log_x()
+            .y_scale(figures::YScale::Auto)
+            .reference(format!("{what} SLO {target} ms (target)"), target);
             for p in plans.iter().filter(|p| !p.curve.is_empty()) {
                 let label = format!(
                     "{} (batched {}, seqs {})",
@@ -155,9 +187,6 @@ pub fn charts(plans: &[GpuPlan], slo: &Slo) -> Vec<ChartSpec> {
                     .filter_map(|c| y(c).map(|v| (c.rate_per_s, v)))
                     .collect();
                 spec = spec.series(label, points);
-            }
-            if lo.is_finite() && hi.is_finite() {
-                spec = spec.series(format!("SLO {target} ms"), vec![(lo, target), (hi, target)]);
             }
             spec
         };
@@ -213,13 +242,19 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
          mean prompt + half its mean output); prefill_tok_s_3200 is one step prefilling a fresh \
          {PREFILL_TOKENS}-token prompt.\n\
          Search: grid max_num_batched_tokens {:?} x max_num_seqs {:?}, in parallel; per setting \
-         the highest Poisson rate meeting the SLO: {} requests per run (seed {}, same requests at \
-         every rate, gaps rescaled), first {}% by arrival left out as warm-up, p99 by linear \
-         interpolation (numpy default). A check with requests running alone comes first (0 if \
-         it fails); the saturation rate (completions per second with every request queued at \
-         once) caps the search, since a queue fed faster grows without bound; then doubling from \
-         half the saturation rate (or halving) and bisection to within {}%. Best setting: highest \
-         rate, ties to fewer sequences then fewer batched tokens.",
+         the highest Poisson rate meeting the SLO, searched at {} requests per run (seed {}, same \
+         requests at every rate, gaps rescaled), first {}% by arrival left out as warm-up, p99 by \
+         linear interpolation (numpy default). A check with requests running alone comes first \
+         (0 if it fails); the saturation rate (completions per second with a burst of \
+         max(requests per run, {} x max_num_seqs) requests queued at once) caps the search, since \
+         a queue fed faster grows without bound; then doubling from half the saturation rate (or \
+         halving) and bisection to within a quarter of {}%. Steady state: a synthetic \
+         workload's search is repeated at twice the requests per run, starting from the last \
+         answer, until two lengths agree within {}% (steady_state \"converged\"; requests_per_run is the longer \
+         one) or the next length would pass max_requests = {} (\"not converged\", with a note); \
+         a trace is replayed whole (\"whole trace\"). Best setting: highest rate, ties to fewer \
+         sequences then fewer batched tokens; one at an end of the grid is noted, as the grid \
+         may not hold the best.",
         inputs.workload.describe(),
         inputs.slo.ttft_p99_ms,
         inputs.slo.itl_p99_ms,
@@ -231,14 +266,17 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
         m.requests,
         m.seed,
         m.warmup_pct,
+        super::search::SATURATION_BATCHES,
         m.precision_pct,
+        m.precision_pct / 2.0,
+        m.max_requests,
     );
     let notes: Vec<String> = plans
         .iter()
         .filter_map(|p| p.row.note.as_ref().map(|n| format!("  {}: {n}", p.row.gpu)))
         .collect();
     if !notes.is_empty() {
-        let _ = writeln!(s, "\nmax_qps_under_slo is 0 for:\n{}", notes.join("\n"));
+        let _ = writeln!(s, "\nNotes:\n{}", notes.join("\n"));
     }
     s
 }
@@ -329,11 +367,14 @@ pub fn write_all(
     let text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
         .map_err(|e| PlanError::Meta(e.to_string()))?;
     write(dir.join("meta.ron"), &text, &mut files)?;
+    let subtitle = figure_subtitle(inputs, plans);
     for spec in charts(plans, &inputs.slo) {
         let drawn =
-            charts::draw(&[(figures::Source::Sim, &spec)], dir).map_err(|e| PlanError::Figure {
-                stem: spec.stem.clone(),
-                message: e.to_string(),
+            charts::draw(&[(figures::Source::Sim, &spec)], dir, &subtitle).map_err(|e| {
+                PlanError::Figure {
+                    stem: spec.stem.clone(),
+                    message: e.to_string(),
+                }
             })?;
         files.extend(drawn);
     }

@@ -2,10 +2,11 @@
 //! the highest Poisson request rate whose latencies meet the SLO.
 //!
 //! Method (also written to `assumptions.txt`):
-//! - One simulated run per probed rate: the same `requests` requests (same
-//!   seed, same prompts, arrival gaps only rescaled, see
+//! - One search runs `n` requests per probed rate: the first `n` of the same
+//!   requests (same seed, same prompts, arrival gaps only rescaled, see
 //!   [`super::workload`]), driven through the engine with sim's virtual
-//!   clock. The first `warmup_pct` percent of requests by arrival are left
+//!   clock. How `n` grows until the answer is the steady state's is
+//!   [`super::steady`]'s part. The first `warmup_pct` percent of requests by arrival are left
 //!   out of the percentiles (they meet an empty engine). TTFT p99 over the
 //!   remaining requests and ITL p99 over all their inter-token gaps must both
 //!   be within the SLO.
@@ -14,13 +15,17 @@
 //!   setting's maximum is 0, with the reason.
 //! - Otherwise, bracket: start at half the saturation rate (1 request/s when
 //!   the run is too short to show one) and double while the SLO holds
-//!   (or halve while it does not), then bisect between the highest passing
+//!   (or halve while it does not); or, given the answer of a shorter run as
+//!   a hint, start there and step by a factor of `1 + 4 x precision` (a
+//!   longer run moves the answer by little). Then bisect between the highest passing
 //!   and lowest failing rate until they are within `precision_pct` of each
 //!   other. The reported rate is the highest one that passed.
 //! - A finite run at a rate above what the engine can sustain may still meet
-//!   the SLO (at an infinite rate it is just a burst of `requests`), so the
-//!   engine's saturation rate is measured first ([`saturation_rps`]: every
-//!   request queued at once) and rates at or above it fail without a run.
+//!   the SLO (at an infinite rate it is just a burst of `n`), so the
+//!   engine's saturation rate is measured first ([`saturation_rps`]: a burst
+//!   of `max(n, SATURATION_BATCHES x max_num_seqs)` requests queued at once,
+//!   so that a full batch turns over many times) and rates at or above it
+//!   fail without a run.
 //!   Just below saturation, queues grow slowly and the TTFT target decides.
 //! - Every run is [`SimBackend::run_arrivals`] on the GPU's sim backend.
 //! - Settings run in parallel (rayon); each search is sequential and fully
@@ -38,13 +43,18 @@ pub const ISOLATED_RATE: f64 = 1e-4;
 /// Requests run in the isolated check.
 const ISOLATED_REQUESTS: usize = 64;
 const START_RATE: f64 = 1.0;
+/// A saturation burst holds at least this many full batches.
+pub const SATURATION_BATCHES: usize = 16;
 /// Beyond these the search stops and says so.
 const MAX_RATE: f64 = 1e6;
 const MIN_RATE: f64 = 1.0 / 1024.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SearchMethod {
+    /// Requests per run of the first search.
     pub requests: usize,
+    /// Longest run the steady-state growth may reach (see [`super::steady`]).
+    pub max_requests: usize,
     pub warmup_pct: f64,
     pub precision_pct: f64,
     pub seed: u64,
@@ -74,9 +84,42 @@ pub struct SettingResult {
     /// Completion rate with every request queued at once (the rate no
     /// stable queue can reach); `None` when the run was too short to see it.
     pub saturation_rps: Option<f64>,
-    /// Why `max_qps` is 0 (or capped).
+    /// Why `max_qps` is 0 (or capped, or not at steady state).
     pub note: Option<String>,
+    /// Simulated runs, summed over every run length tried.
     pub runs: usize,
+    /// Requests per run of the search that gave `max_qps`.
+    pub requests: usize,
+    pub steady: Steady,
+}
+
+/// Whether `max_qps` is the steady state's (see [`super::steady`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Steady {
+    /// A run half as long gave `previous_max_qps`, within the precision.
+    Converged {
+        previous_requests: usize,
+        previous_max_qps: f64,
+    },
+    /// The longest allowed run still moved the answer by more than the
+    /// precision (from `previous_max_qps` at half the length).
+    NotConverged { previous_max_qps: f64 },
+    /// A trace, replayed whole: its length is the user's.
+    WholeTrace,
+    /// Nothing to converge: no rate meets the SLO, or the setting is unusable.
+    NoRate,
+}
+
+impl Steady {
+    /// The `steady_state` cell of the CSV files.
+    pub fn word(self) -> &'static str {
+        match self {
+            Steady::Converged { .. } => "converged",
+            Steady::NotConverged { .. } => "not converged",
+            Steady::WholeTrace => "whole trace",
+            Steady::NoRate => "",
+        }
+    }
 }
 
 impl SettingResult {
@@ -88,16 +131,16 @@ impl SettingResult {
     }
 }
 
-/// Requests per second the engine completes when every request of `unit`
+/// Requests per second the engine completes when every request of `burst`
 /// arrives at once: finishes between the 10th and the 90th percentile of
 /// completion order over the time between them (the full engine's service
 /// rate, without the start-up and drain at either end).
 pub fn saturation_rps(
     target: &SimBackend,
     engine: &EngineConfig,
-    unit: &[Arrival],
+    burst: &[Arrival],
 ) -> Result<f64, BackendError> {
-    let burst = unit
+    let burst = burst
         .iter()
         .map(|a| {
             let mut a = a.clone();
@@ -168,15 +211,27 @@ pub fn measure(
     })
 }
 
-/// The search for one setting (see the module docs).
+/// Where a search starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Start {
+    /// Half the saturation rate, stepping by factors of 2.
+    Cold,
+    /// A shorter run's answer, stepping by `1 + 4 x precision`.
+    Hint(f64),
+}
+
+/// The search for one setting at `n` requests per run, out of `unit` (see
+/// the module docs).
 pub fn search_setting(
     target: &SimBackend,
     base: &EngineConfig,
     (max_num_batched_tokens, max_num_seqs): (usize, usize),
-    unit: &[Arrival],
+    (unit, n): (&[Arrival], usize),
     slo: &Slo,
     method: &SearchMethod,
+    start: Start,
 ) -> Result<SettingResult, BackendError> {
+    let n = n.min(unit.len());
     let mut engine = base.clone();
     engine.max_num_batched_tokens = max_num_batched_tokens;
     engine.max_num_seqs = max_num_seqs;
@@ -190,6 +245,8 @@ pub fn search_setting(
         saturation_rps: None,
         note: None,
         runs: 0,
+        requests: n,
+        steady: Steady::NoRate,
     };
     let invalid = engine
         .validate()
@@ -223,9 +280,9 @@ pub fn search_setting(
             ..result
         });
     }
-    let n = method.requests;
     runs.set(runs.get() + 1);
-    let saturation = saturation_rps(target, &engine, &unit[..n.min(unit.len())])?;
+    let burst = n.max(SATURATION_BATCHES * max_num_seqs).min(unit.len());
+    let saturation = saturation_rps(target, &engine, &unit[..burst])?;
     result.saturation_rps = saturation.is_finite().then_some(saturation);
     // A rate at or above saturation has a queue that grows without bound:
     // it fails whatever a finite run's percentiles say.
@@ -236,14 +293,17 @@ pub fn search_setting(
         let p = probe(rate, n)?;
         Ok(p.meets_slo.then_some(p))
     };
-    let start = if saturation.is_finite() {
-        saturation / 2.0
-    } else {
-        START_RATE
+    let (start, step) = match start {
+        Start::Hint(rate) if rate > 0.0 => (
+            rate.min(saturation * (1.0 - method.precision_pct / 100.0)),
+            1.0 + 4.0 * method.precision_pct / 100.0,
+        ),
+        _ if saturation.is_finite() => (saturation / 2.0, 2.0),
+        _ => (START_RATE, 2.0),
     };
     let (mut pass, mut fail) = match passes(start)? {
         Some(mut pass) => loop {
-            let rate = pass.rate_per_s * 2.0;
+            let rate = pass.rate_per_s * step;
             if rate > MAX_RATE {
                 return Ok(SettingResult {
                     max_qps: pass.rate_per_s,
@@ -264,7 +324,7 @@ pub fn search_setting(
         None => {
             let mut fail = start;
             loop {
-                let rate = fail / 2.0;
+                let rate = fail / step;
                 if rate < MIN_RATE {
                     return Ok(SettingResult {
                         note: Some(format!(

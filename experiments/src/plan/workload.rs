@@ -292,6 +292,12 @@ impl PlanWorkload {
         }
     }
 
+    /// Whether this is a trace (replayed whole) rather than a synthetic
+    /// workload (whose run length the search chooses).
+    pub fn is_trace(&self) -> bool {
+        matches!(self, Self::Trace { .. })
+    }
+
     /// Mean prompt and output tokens of a request.
     pub fn mean_tokens(&self) -> (f64, f64) {
         match self {
@@ -306,7 +312,9 @@ impl PlanWorkload {
         }
     }
 
-    /// The run's requests at an average of one per second (see the module docs).
+    /// The run's requests at an average of one per second (see the module
+    /// docs): `requests` of them for a synthetic workload (the first `n` are
+    /// the same for every `requests >= n`), the whole trace for a trace.
     pub fn unit_rate_entries(&self, requests: usize, seed: u64) -> Vec<TraceEntry> {
         match self {
             Self::Synthetic { shape, .. } => {

@@ -9,5 +9,7 @@ mod generate_and_tokenizer;
 mod physics;
 mod plan;
 mod plan_parts;
+mod plan_steady;
 mod real_mode;
 mod shipped_profiles;
+mod subtitles;

@@ -201,7 +201,7 @@ fn workload_requests_are_drawn_once_and_only_rescaled_by_rate() {
 
 #[test]
 fn best_setting_is_the_highest_rate_with_ties_to_fewer_resources() {
-    use experiments::plan::search::{best, grid, SettingResult};
+    use experiments::plan::search::{best, grid, SettingResult, Steady};
     let result = |b, s, qps| SettingResult {
         max_num_batched_tokens: b,
         max_num_seqs: s,
@@ -211,6 +211,8 @@ fn best_setting_is_the_highest_rate_with_ties_to_fewer_resources() {
         saturation_rps: None,
         note: None,
         runs: 1,
+        requests: 10,
+        steady: Steady::NoRate,
     };
     assert_eq!(grid(&[512, 1024], &[16, 32]).len(), 4);
     let results = vec![
@@ -226,7 +228,7 @@ fn best_setting_is_the_highest_rate_with_ties_to_fewer_resources() {
 
 #[test]
 fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
-    use experiments::plan::search::{measure, search_setting, SearchMethod, ISOLATED_RATE};
+    use experiments::plan::search::{measure, search_setting, SearchMethod, Start, ISOLATED_RATE};
     use experiments::plan::slo::Slo;
     use experiments::plan::workload::{Lengths, PlanWorkload, SyntheticWorkload};
     use sim::workload::{PromptSource, TraceReplay};
@@ -247,6 +249,7 @@ fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
         .to_vec();
     let method = SearchMethod {
         requests: 80,
+        max_requests: 80,
         warmup_pct: 10.0,
         precision_pct: 2.0,
         seed: 3,
@@ -254,7 +257,17 @@ fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
     let mut engine = EngineConfig::default();
     engine.prefix_caching_hash_algo = engine::HashAlgo::Xxhash;
     let setting = (1024, 32);
-    let loose = search_setting(&target, &engine, setting, &unit, &Slo::default(), &method).unwrap();
+    let run = (&unit[..], 80);
+    let loose = search_setting(
+        &target,
+        &engine,
+        setting,
+        run,
+        &Slo::default(),
+        &method,
+        Start::Cold,
+    )
+    .unwrap();
     let at_loose = loose.at_max.clone().expect("the default SLO is met");
     let alone = measure(
         &target,
@@ -270,7 +283,16 @@ fn a_tighter_slo_gives_a_lower_rate_that_meets_it() {
         ttft_p99_ms: (alone.ttft_p99_ms + at_loose.ttft_p99_ms) / 2.0,
         itl_p99_ms: 100.0,
     };
-    let tight = search_setting(&target, &engine, setting, &unit, &tight_slo, &method).unwrap();
+    let tight = search_setting(
+        &target,
+        &engine,
+        setting,
+        run,
+        &tight_slo,
+        &method,
+        Start::Cold,
+    )
+    .unwrap();
     let at_tight = tight.at_max.clone().expect("met above the idle TTFT");
     assert!(tight.max_qps < loose.max_qps, "{tight:?} vs {loose:?}");
     assert!(at_tight.ttft_p99_ms <= tight_slo.ttft_p99_ms);

@@ -157,3 +157,27 @@ fn a_profiles_folder_replaces_the_shipped_profiles() {
     assert!(got.description.contains("mine.ron") && !got.description.contains("shipped:"));
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn short_labels_name_the_profile_file_or_the_roofline() {
+    let qwen = model("qwen3-0.6b");
+    let on = |gpu: &str| resolve(&CostSource::Default(gpu.into()), &qwen).unwrap();
+    assert_eq!(on("h200-sxm").short_label(), "profile h200-qwen3-0.6b.ron");
+    assert_eq!(
+        on("h100-sxm").short_label(),
+        "profile h200-qwen3-0.6b.ron (measured on h200-sxm, transferred)"
+    );
+    let roofline = resolve(&CostSource::Datasheet("h200-sxm".into()), &qwen).unwrap();
+    assert_eq!(roofline.short_label(), "roofline");
+    let dir = std::env::temp_dir().join(format!("cost-label-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tiny = model("tiny");
+    let path = write_profile(&dir, ModelShape::from_qwen3(&tiny.config));
+    let file = resolve(&CostSource::Profile(path), &tiny).unwrap();
+    assert_eq!(
+        file.short_label(),
+        "profile p.ron",
+        "the file name, not its folder"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
