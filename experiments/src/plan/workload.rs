@@ -327,15 +327,13 @@ impl PlanWorkload {
                         // Exponential gap of mean 1 s, by inversion.
                         let u: f64 = gaps.random_range(0.0..1.0);
                         t += unit_exponential(u);
-                        TraceEntry {
-                            arrival_s: t,
-                            prompt: TracePrompt::Length(shape.prompt_tokens.sample(&mut lengths)),
-                            output_tokens: shape.output_tokens.sample(&mut lengths),
-                            salt: None,
-                            prefix_group: None,
-                            prefix_tokens: None,
-                            tag: None,
-                        }
+                        // Arguments are evaluated in order: the prompt
+                        // length is drawn before the output length.
+                        TraceEntry::new(
+                            t,
+                            TracePrompt::Length(shape.prompt_tokens.sample(&mut lengths)),
+                            shape.output_tokens.sample(&mut lengths),
+                        )
                     })
                     .collect()
             }

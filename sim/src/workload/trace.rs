@@ -102,6 +102,22 @@ pub struct TraceEntry {
     pub tag: Option<String>,
 }
 
+impl TraceEntry {
+    /// A request with no salt, prefix group or tag: what the public traces
+    /// and synthetic workloads give.
+    pub fn new(arrival_s: f64, prompt: TracePrompt, output_tokens: usize) -> Self {
+        Self {
+            arrival_s,
+            prompt,
+            output_tokens,
+            salt: None,
+            prefix_group: None,
+            prefix_tokens: None,
+            tag: None,
+        }
+    }
+}
+
 const FIELDS: &[&str] = &[
     "arrival_s",
     "prompt_tokens",

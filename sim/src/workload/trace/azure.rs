@@ -46,15 +46,11 @@ pub(super) fn parse(
         // about 0.2 µs of the fraction.
         let t = (nanos - origin) as f64 / 1e9;
         if let Some(arrival_s) = timeline.place(t, line, TIMESTAMP)? {
-            timeline.load.entries.push(TraceEntry {
+            timeline.load.entries.push(TraceEntry::new(
                 arrival_s,
-                prompt: TracePrompt::Length(prompt),
+                TracePrompt::Length(prompt),
                 output_tokens,
-                salt: None,
-                prefix_group: None,
-                prefix_tokens: None,
-                tag: None,
-            });
+            ));
         }
     }
     Ok(timeline.finish())

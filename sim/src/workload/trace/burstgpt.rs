@@ -65,13 +65,8 @@ pub(super) fn parse(
             (m, l) => m.or(l).map(str::to_string),
         };
         timeline.load.entries.push(TraceEntry {
-            arrival_s,
-            prompt: TracePrompt::Length(request),
-            output_tokens: response,
-            salt: None,
-            prefix_group: None,
-            prefix_tokens: None,
             tag,
+            ..TraceEntry::new(arrival_s, TracePrompt::Length(request), response)
         });
     }
     Ok(timeline.finish())

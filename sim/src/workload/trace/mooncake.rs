@@ -81,15 +81,11 @@ pub(super) fn parse(
             ));
         }
         if let Some(arrival_s) = timeline.place(ms / 1000.0, line, "timestamp")? {
-            timeline.load.entries.push(TraceEntry {
+            timeline.load.entries.push(TraceEntry::new(
                 arrival_s,
-                prompt: TracePrompt::Tokens(prompt_tokens(&ids, input, options)),
+                TracePrompt::Tokens(prompt_tokens(&ids, input, options)),
                 output_tokens,
-                salt: None,
-                prefix_group: None,
-                prefix_tokens: None,
-                tag: None,
-            });
+            ));
         }
     }
     Ok(timeline.finish())
