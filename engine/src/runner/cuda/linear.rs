@@ -22,6 +22,17 @@ use cudarc::driver::CudaStream;
 /// LM head at any row count.
 const SKINNY_MAX_PRODUCT: usize = 32 * 1024;
 const SKINNY_MAX_COLS: usize = 4096;
+/// Most weight elements (`n · k`) per SM for which the skinny kernel wins:
+/// each of its blocks streams K for 8 columns, so with more weights per SM
+/// than this its blocks queue up and cuBLAS's split tiles win. Measured on
+/// the H200 with `engine-bench --profile` on the whole GPU and on green
+/// contexts (results/h200/operators/groups.csv, `full` against
+/// `full_cublas`): batch-1 decode of qwen3-0.6b (O and down at 16–24 K
+/// elements per SM on 132 SMs) is 11 % faster with the skinny kernel and
+/// still 7 % at 64 SMs (33–49 K), ties at 32 SMs (65–98 K) and is 13–15 %
+/// slower at 16 and 8; qwen3-1.7b, -4b and -8b, whose down products hold
+/// 95 K elements per SM and more on the whole GPU, are 2–11 % slower with it.
+const SKINNY_MAX_WEIGHTS_PER_SM: usize = 64 * 1024;
 
 /// Whether the skinny kernel can compute an `m × k` by `n × k` product at
 /// all: 1–64 rows (four 16-row tiles), K a multiple of 256, N of 8.
@@ -30,9 +41,12 @@ fn skinny_takes(m: usize, n: usize, k: usize) -> bool {
 }
 
 /// Whether the skinny kernel takes, and beats cuBLAS on, an `m × k` by
-/// `n × k` product.
-pub(crate) fn skinny_wins(m: usize, n: usize, k: usize) -> bool {
-    skinny_takes(m, n, k) && m * n <= SKINNY_MAX_PRODUCT && n <= SKINNY_MAX_COLS
+/// `n × k` product on a GPU (or green context) of `sm_count` SMs.
+pub(crate) fn skinny_wins(m: usize, n: usize, k: usize, sm_count: usize) -> bool {
+    skinny_takes(m, n, k)
+        && m * n <= SKINNY_MAX_PRODUCT
+        && n <= SKINNY_MAX_COLS
+        && n * k <= SKINNY_MAX_WEIGHTS_PER_SM * sm_count
 }
 
 /// Most slices of K a residual product is split into (also the most
@@ -58,8 +72,8 @@ pub(crate) const SPLIT_K_MAX_ROWS: usize = 256;
 ///   0.13–0.2 ms faster than one cuBLAS GEMM at 64–128 tokens.
 ///
 /// More slices lose: the norm reads every partial.
-pub(crate) fn split_k_for(m: usize, n: usize, k: usize, graphed: bool) -> usize {
-    if n > 2048 || (!graphed && skinny_wins(m, n, k)) {
+pub(crate) fn split_k_for(m: usize, n: usize, k: usize, graphed: bool, sm_count: usize) -> usize {
+    if n > 2048 || (!graphed && skinny_wins(m, n, k, sm_count)) {
         return 1;
     }
     let splits = match m {
@@ -169,7 +183,7 @@ impl CudaRunner {
         if self.skips(group) || a.m == 0 {
             return Ok(());
         }
-        if self.tuning.skinny_gemm && skinny_wins(a.m, a.n, a.k) {
+        if self.tuning.skinny_gemm && skinny_wins(a.m, a.n, a.k, self.sm_count) {
             return skinny_gemm(&self.stream, &self.kernels, a, pdl);
         }
         let rows = if pad { gemm_padded_rows(a.m) } else { a.m };
@@ -181,7 +195,7 @@ impl CudaRunner {
         match self.tuning.split_k {
             Some(s) if m <= SPLIT_K_MAX_ROWS => largest_split(k, s.clamp(1, SPLIT_K_MAX)),
             Some(_) => 1,
-            None => split_k_for(m, n, k, graphed),
+            None => split_k_for(m, n, k, graphed, self.sm_count),
         }
     }
 
@@ -227,19 +241,41 @@ impl CudaRunner {
 mod tests {
     use super::*;
 
+    const H200_SMS: usize = 132;
+
     #[test]
     fn skinny_takes_the_products_it_wins_on_the_h200() {
         // Qwen3-0.6B: O and down (n = 1024), QKV (4096), gate-up (6144), LM head.
-        assert!(skinny_wins(32, 1024, 2048));
-        assert!(!skinny_wins(48, 1024, 3072));
-        assert!(skinny_wins(8, 4096, 1024));
-        assert!(!skinny_wins(16, 4096, 1024));
-        assert!(!skinny_wins(1, 6144, 1024));
-        assert!(!skinny_wins(1, 151_936, 1024));
+        assert!(skinny_wins(32, 1024, 2048, H200_SMS));
+        assert!(!skinny_wins(48, 1024, 3072, H200_SMS));
+        assert!(skinny_wins(8, 4096, 1024, H200_SMS));
+        assert!(!skinny_wins(16, 4096, 1024, H200_SMS));
+        assert!(!skinny_wins(1, 6144, 1024, H200_SMS));
+        assert!(!skinny_wins(1, 151_936, 1024, H200_SMS));
         // Shapes the kernel cannot take.
-        assert!(!skinny_wins(0, 1024, 1024));
-        assert!(!skinny_wins(1, 1024, 1000));
-        assert!(!skinny_wins(1, 1020, 1024));
+        assert!(!skinny_wins(0, 1024, 1024, H200_SMS));
+        assert!(!skinny_wins(1, 1024, 1000, H200_SMS));
+        assert!(!skinny_wins(1, 1020, 1024, H200_SMS));
+    }
+
+    #[test]
+    fn skinny_gives_way_to_cublas_where_an_sm_holds_many_weights() {
+        // Qwen3-0.6B's O (k 2048) and down (k 3072) at batch 1: skinny on
+        // 64 SMs and more, cuBLAS on 32 and fewer.
+        for sms in [64, 132] {
+            assert!(skinny_wins(1, 1024, 2048, sms), "{sms} SMs");
+            assert!(skinny_wins(1, 1024, 3072, sms), "{sms} SMs");
+        }
+        for sms in [8, 16, 32] {
+            assert!(!skinny_wins(1, 1024, 3072, sms), "{sms} SMs");
+        }
+        // Qwen3-8B's down (n 4096, k 12288) and Qwen3-1.7B's (n 2048, k 6144)
+        // on the whole GPU; 1.7B's O (n 2048, k 2048) keeps the skinny kernel.
+        assert!(!skinny_wins(1, 4096, 12288, H200_SMS));
+        assert!(!skinny_wins(1, 2048, 6144, H200_SMS));
+        assert!(skinny_wins(1, 2048, 2048, H200_SMS));
+        // An eager product cuBLAS now takes is split like any other.
+        assert_eq!(split_k_for(32, 1024, 3072, false, 16), 4);
     }
 
     #[test]
@@ -259,15 +295,15 @@ mod tests {
         ];
         for k in [2048, 3072] {
             for (m, graphed, want) in cases {
-                let got = split_k_for(m, 1024, k, graphed);
+                let got = split_k_for(m, 1024, k, graphed, H200_SMS);
                 assert_eq!(got, want, "{m} rows, k {k}, graphed {graphed}");
             }
         }
         // Wide products have blocks enough.
-        assert_eq!(split_k_for(64, 4096, 1024, true), 1);
+        assert_eq!(split_k_for(64, 4096, 1024, true, H200_SMS), 1);
         // Slices stay multiples of 64 wide, or the split shrinks.
-        assert_eq!(split_k_for(64, 1024, 192, true), 3);
-        assert_eq!(split_k_for(64, 1024, 100, true), 1);
+        assert_eq!(split_k_for(64, 1024, 192, true, H200_SMS), 3);
+        assert_eq!(split_k_for(64, 1024, 100, true, H200_SMS), 1);
         assert_eq!(largest_split(512, 8), 8);
     }
 }
