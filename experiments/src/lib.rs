@@ -24,6 +24,7 @@ pub mod driver;
 pub mod generate;
 pub mod output;
 pub mod plan;
+pub mod run_cmd;
 pub mod script;
 pub mod settings;
 pub mod stats;
