@@ -110,12 +110,12 @@ pub fn spread(runs: &[(u64, &Table)], key_columns: usize) -> Result<Table, Seeds
         for (c, name) in first.columns.iter().enumerate().skip(keys) {
             let values: Vec<f64> = runs
                 .iter()
-                .filter_map(|(_, t)| t.rows[r].get(c).and_then(Cell::as_f64))
+                .filter_map(|(_, t)| t.rows.get(r)?.get(c).and_then(Cell::as_f64))
                 .collect();
             if values.is_empty() {
                 continue;
             }
-            let mut cells: Vec<Cell> = row[..keys].to_vec();
+            let mut cells: Vec<Cell> = row.iter().take(keys).cloned().collect();
             cells.push(Cell::text(*name));
             cells.push(Cell::int(values.len()));
             cells.extend(describe(&values).into_iter().map(Cell::num));

@@ -66,6 +66,7 @@ impl Workload for CountingWorkload<'_> {
     fn on_finish(&mut self, id: u64, now: f64) -> Vec<Arrival> {
         let done = self.counter.requests_done.get() + 1;
         self.counter.requests_done.set(done);
+        self.counter.report();
         self.inner.on_finish(id, now)
     }
 }

@@ -268,3 +268,49 @@ fn show_into_a_closed_pipe_exits_cleanly() {
     assert!(out.status.success(), "{out:?}");
     assert!(out.stderr.is_empty(), "no panic message: {out:?}");
 }
+
+#[test]
+fn the_real_backend_reports_steps_and_finished_requests_while_it_runs() {
+    use experiments::backend::{build_backends, BackendSpec, Mode, ModelChoice, RunnerKind};
+    use experiments::catalogue;
+    use std::cell::RefCell;
+
+    let exp = catalogue::find("cb_sweep").unwrap();
+    let mut settings = catalogue::default_settings(exp).unwrap();
+    for s in [
+        "max_num_seqs=4",
+        "concurrency=2",
+        "prompt_tokens=16",
+        "output_tokens=4",
+        "batches=2",
+        "max_model_len=256",
+        "max_num_batched_tokens=256",
+    ] {
+        settings.set_arg(s).unwrap();
+    }
+    let spec = BackendSpec {
+        model: ModelChoice::parse("tiny").unwrap(),
+        runner: RunnerKind::Cpu,
+        engine: settings.engine.clone(),
+        ..BackendSpec::default()
+    };
+    let backends = build_backends(Mode::Real, &spec).expect("CPU runner");
+    let real = backends[0].as_ref();
+    let prompts = sim::workload::PromptSource::random_tokens(real.vocab()).unwrap();
+    let conditions = exp.plan(&settings, 0, &prompts).unwrap();
+    let c = &conditions[0];
+    let events = RefCell::new(Vec::new());
+    let records = real
+        .run_observed(&c.engine, &c.script, &|e| events.borrow_mut().push(e))
+        .expect("condition runs");
+    let events = events.into_inner();
+    let last = events.last().expect("progress was reported");
+    assert_eq!(last.requests_done, c.script.requests.len(), "{events:?}");
+    assert!(last.steps >= records.steps.len() as u64, "{events:?}");
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0].steps <= w[1].steps && w[0].requests_done <= w[1].requests_done),
+        "steps and finished requests never go back: {events:?}"
+    );
+}
