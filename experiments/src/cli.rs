@@ -5,7 +5,10 @@
 //! one (`--mode real|sim|both`); `exp calibrate` fits a cost profile;
 //! `exp validate` runs everything in both modes. Settings apply in order:
 //! experiment defaults, `--config FILE.ron`, then each `--set key=value`. Every failure is an error whose message
-//! names the problem (experiment, key, value, file position).
+//! names the problem (experiment, key, value, file position). `exp run`
+//! lives in [`crate::run_cmd`]. Text for stdout goes through
+//! [`write_stdout`], so a reader that closes the pipe early ends the output
+//! quietly with exit status 0.
 
 use crate::catalogue::{self, Experiment};
 use crate::run_cmd::RunArgs;
