@@ -7,7 +7,8 @@
 //! model ([`cost`]: calibrated profile, a profile built into `exp`
 //! ([`shipped`]) or datasheet roofline); [`RealBackend`] uses the wall clock
 //! and a CPU or CUDA runner that is built once per process and reused by
-//! every condition it can serve.
+//! every condition it can serve. A backend may report progress within a
+//! condition ([`Backend::run_observed`]); the real one does, per step.
 //! Experiments never see which backend ran them.
 
 pub mod cost;
@@ -103,6 +104,15 @@ pub struct BackendInfo {
     pub cost_label: String,
 }
 
+/// How far a backend has got with one condition, reported while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgressEvent {
+    /// Requests of the condition's script that have finished.
+    pub requests_done: usize,
+    /// Engine steps taken so far.
+    pub steps: u64,
+}
+
 pub trait Backend {
     fn info(&self) -> BackendInfo;
     /// Prompt token ids are drawn from `0..vocab()`.
@@ -121,6 +131,19 @@ pub trait Backend {
         None
     }
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError>;
+    /// [`Backend::run`], calling `observe` as the run progresses (after each
+    /// step and each finished request) where the backend can tell; by
+    /// default it runs without reporting (simulated conditions take
+    /// moments, so they are counted whole).
+    fn run_observed(
+        &self,
+        engine: &EngineConfig,
+        script: &Script,
+        observe: &dyn Fn(ProgressEvent),
+    ) -> Result<RunRecords, BackendError> {
+        let _ = observe;
+        self.run(engine, script)
+    }
 }
 
 /// Everything that picks the backends besides the mode.

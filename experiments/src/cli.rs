@@ -5,18 +5,19 @@
 //! one (`--mode real|sim|both`); `exp calibrate` fits a cost profile;
 //! `exp validate` runs everything in both modes. Settings apply in order:
 //! experiment defaults, `--config FILE.ron`, then each `--set key=value`. Every failure is an error whose message
-//! names the problem (experiment, key, value, file position).
+//! names the problem (experiment, key, value, file position). `exp run`
+//! lives in [`crate::run_cmd`]. Text for stdout goes through
+//! [`write_stdout`], so a reader that closes the pipe early ends the output
+//! quietly with exit status 0.
 
-use crate::backend::{build_backends, Backend, Mode};
 use crate::catalogue::{self, Experiment};
-use crate::cli_args::{CostArgs, RunnerArgs};
-use crate::config_file;
-use crate::driver::{run_experiment, RunOptions};
+use crate::run_cmd::RunArgs;
 use crate::settings::ENGINE_KEYS;
-use anyhow::{anyhow, Context};
-use clap::{Parser, Subcommand, ValueEnum};
+use anyhow::anyhow;
+use clap::{Parser, Subcommand};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::io::Write as _;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,13 +29,6 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum ModeArg {
-    Real,
-    Sim,
-    Both,
-}
-
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Names and one-line descriptions of the experiments.
@@ -42,33 +36,7 @@ enum Command {
     /// The settings an experiment accepts, with defaults.
     Show { name: String },
     /// Run an experiment.
-    Run {
-        name: String,
-        #[arg(long, value_enum, default_value = "sim")]
-        mode: ModeArg,
-        /// Output folder; files go to OUT/NAME/MODE/ and figures to OUT/NAME/.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        #[command(flatten)]
-        cost: CostArgs,
-        #[command(flatten)]
-        runner: RunnerArgs,
-        /// RON file of settings, applied before --set.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// key=value; engine options (EngineConfig names) or experiment parameters.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        set: Vec<String>,
-        /// Hugging Face tokenizer.json: prompts become random English words
-        /// through it instead of random token ids.
-        #[arg(long)]
-        tokenizer: Option<PathBuf>,
-        /// No progress bar and no summary on stdout.
-        #[arg(long)]
-        quiet: bool,
-    },
+    Run(RunArgs),
     /// Greedy generation with the real engine: text through the model
     /// directory's tokenizer.json, or token ids.
     Generate(crate::generate::GenerateArgs),
@@ -80,7 +48,8 @@ enum Command {
     Plan(crate::plan::PlanArgs),
 }
 
-fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
+/// The experiment called `name`, or an error listing the known ones.
+pub(crate) fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
     catalogue::find(name).ok_or_else(|| {
         let names: Vec<&str> = catalogue::all().iter().map(|e| e.name()).collect();
         anyhow!(
@@ -90,31 +59,50 @@ fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
     })
 }
 
-fn list() {
-    for e in catalogue::all() {
-        println!("{:<16} {}", e.name(), e.description());
+/// Writes `text` to stdout through its lock. A reader that closed the pipe
+/// early (`exp show NAME | head`) is not an error: the output it wanted has
+/// been delivered, so EPIPE ends the write quietly instead of panicking.
+pub(crate) fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 
-fn show(exp: &dyn Experiment) -> anyhow::Result<()> {
+// Writing into a String cannot fail, so the `writeln!` results are dropped.
+fn list() -> String {
+    let mut text = String::new();
+    for e in catalogue::all() {
+        let _ = writeln!(text, "{:<16} {}", e.name(), e.description());
+    }
+    text
+}
+
+fn show(exp: &dyn Experiment) -> anyhow::Result<String> {
     let settings = catalogue::default_settings(exp)?;
-    println!(
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
         "{}: {}\n\nexperiment parameters (--set key=value):",
         exp.name(),
         exp.description()
     );
     for p in exp.params() {
-        println!("  {:<24} default {:<20} {}", p.key, p.default, p.help);
+        let _ = writeln!(text, "  {:<24} default {:<20} {}", p.key, p.default, p.help);
     }
-    println!("\nengine options (the experiments' defaults, docs/experiments.md):");
+    let _ = writeln!(
+        text,
+        "\nengine options (the experiments' defaults, docs/experiments.md):"
+    );
     let engine = ron::to_string(&settings.engine).unwrap_or_default();
     for (key, expected) in ENGINE_KEYS {
         if exp.params().iter().all(|p| p.key != *key) {
-            println!("  {key:<24} {expected}");
+            let _ = writeln!(text, "  {key:<24} {expected}");
         }
     }
-    println!("  current: {engine}");
-    Ok(())
+    let _ = writeln!(text, "  current: {engine}");
+    Ok(text)
 }
 
 /// Parses `args` (program name first) and runs the command.
@@ -127,7 +115,7 @@ where
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help / --version: print and succeed.
-            print!("{e}");
+            write_stdout(&e.to_string())?;
             return Ok(());
         }
         // clap's text starts with its own "error: "; main adds one.
@@ -141,56 +129,9 @@ where
         Command::Calibrate(args) => crate::calibrate::run(&args)?,
         Command::Validate(args) => crate::validate::run(&args)?,
         Command::Plan(args) => drop(crate::plan::run(&args)?),
-        Command::List => list(),
-        Command::Show { name } => show(find(&name)?)?,
-        Command::Run {
-            name,
-            mode,
-            out,
-            seed,
-            cost,
-            runner,
-            config,
-            set,
-            tokenizer,
-            quiet,
-        } => {
-            let exp = find(&name)?;
-            let mut settings = catalogue::default_settings(exp)?;
-            if let Some(path) = &config {
-                config_file::apply_file(&mut settings, path)?;
-            }
-            for arg in &set {
-                settings.set_arg(arg)?;
-            }
-            let mode = match mode {
-                ModeArg::Real => Mode::Real,
-                ModeArg::Sim => Mode::Sim,
-                ModeArg::Both => Mode::Both,
-            };
-            let spec = runner.spec(&cost, &settings.engine)?;
-            let backends = build_backends(mode, &spec)?;
-            let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
-            let prompts = tokenizer
-                .map(|path| sim::workload::PromptSource::from_tokenizer_file(&path))
-                .transpose()?;
-            let opts = RunOptions {
-                out,
-                seed,
-                quiet,
-                prompts,
-            };
-            let output = run_experiment(exp, &settings, &backends, &opts)
-                .with_context(|| format!("experiment {name}"))?;
-            if !quiet {
-                print!("{}", output.report.summary.to_csv());
-                println!(
-                    "wrote {} files under {}",
-                    output.files.len(),
-                    output.dir.display()
-                );
-            }
-        }
+        Command::List => write_stdout(&list())?,
+        Command::Show { name } => write_stdout(&show(find(&name)?)?)?,
+        Command::Run(args) => crate::run_cmd::run(&args)?,
     }
     Ok(())
 }

@@ -8,18 +8,23 @@
 //! with two backends (real, then sim) also `DIR/NAME/compare.csv`. A backend
 //! with a step predictor (real mode) gets a `predicted_ms` column in
 //! `steps.csv`: the cost model's price of each measured step's batch.
+//! [`run_experiment`] writes into a staging folder that then replaces
+//! `DIR/NAME/` whole ([`crate::run_dir`]); [`write_run`] and [`commit`] are
+//! its two halves, for callers that add files of their own in between.
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, ProgressEvent};
 use crate::catalogue::{Condition, Experiment, ExperimentError, Report};
 use crate::output::{self, ConditionMeta, Meta};
+use crate::run_dir::{RunDirError, StagedRun};
 use crate::settings::Settings;
 use crate::table::Table;
-use crate::{caption, charts, compare};
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::{caption, charts, compare, progress};
+use indicatif::ProgressBar;
 use rayon::prelude::*;
 use sim::workload::PromptSource;
 use sim::RunRecords;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -40,6 +45,8 @@ pub enum DriverError {
     Meta(String),
     #[error("prompts: {0}")]
     Prompts(String),
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
 }
 
 #[derive(Debug, Clone)]
@@ -77,51 +84,54 @@ fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), Driv
     Ok(())
 }
 
-fn progress(n: usize, quiet: bool, name: &str) -> ProgressBar {
-    if quiet {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(n as u64).with_message(name.to_string());
-    if let Ok(style) =
-        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} conditions ({elapsed})")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
-}
-
 fn run_one(
     backend: &dyn Backend,
     c: &Condition,
-    bar: &ProgressBar,
+    observe: &dyn Fn(ProgressEvent),
 ) -> Result<RunRecords, DriverError> {
-    let r = backend
-        .run(&c.engine, &c.script)
+    backend
+        .run_observed(&c.engine, &c.script, observe)
         .map_err(|error| DriverError::Backend {
             label: c.label.clone(),
             error,
-        });
-    bar.inc(1);
-    r
+        })
 }
 
 /// Runs every condition of `conditions` on `backend`, in condition order
-/// (at once when the backend allows it, else one after another).
+/// (at once when the backend allows it, `bar` counting conditions; else one
+/// after another, `bar` counting requests, [`progress`]).
 pub fn run_conditions(
     backend: &dyn Backend,
     conditions: &[Condition],
     bar: &ProgressBar,
 ) -> Result<Vec<RunRecords>, DriverError> {
-    match backend.as_parallel() {
-        Some(parallel) => conditions
+    if let Some(parallel) = backend.as_parallel() {
+        return conditions
             .par_iter()
-            .map(|c| run_one(parallel, c, bar))
-            .collect(),
-        None => conditions
-            .iter()
-            .map(|c| run_one(backend, c, bar))
-            .collect(),
+            .map(|c| {
+                let r = run_one(parallel, c, &|_| {});
+                bar.inc(1);
+                r
+            })
+            .collect();
     }
+    let total = conditions.iter().map(|c| c.script.requests.len()).sum();
+    progress::count_requests(bar, total);
+    let mut done_before = 0;
+    let mut runs = Vec::with_capacity(conditions.len());
+    for (i, c) in conditions.iter().enumerate() {
+        let shown = progress::ConditionProgress {
+            bar,
+            done_before,
+            index: i + 1,
+            conditions: conditions.len(),
+            started: Instant::now(),
+        };
+        runs.push(run_one(backend, c, &|event| shown.show(event))?);
+        done_before += c.script.requests.len();
+        bar.set_position(done_before as u64);
+    }
+    Ok(runs)
 }
 
 /// An experiment's conditions, their records and its report, before any file is written.
@@ -180,15 +190,37 @@ fn check_vocab(prompts: &PromptSource, vocab: u32) -> Result<(), DriverError> {
 }
 
 /// Evaluates `exp` on each backend (real first, then sim, in `--mode both`)
-/// and writes its files under `opts.out`: each mode's folder, the charts
-/// with every mode's series, and `compare.csv` when there are two modes.
+/// and writes its files into `OUT/NAME/` ([`crate::run_dir`]: staged, then
+/// put in place of the previous run's folder): each mode's folder, the
+/// charts with every mode's series, and `compare.csv` when there are two modes.
 pub fn run_experiment(
     exp: &dyn Experiment,
     settings: &Settings,
     backends: &[&dyn Backend],
     opts: &RunOptions,
 ) -> Result<RunOutput, DriverError> {
-    let exp_dir = opts.out.join(exp.name());
+    let staged = StagedRun::begin(&opts.out, exp.name())?;
+    let output = write_run(exp, settings, backends, opts, staged.path(), &[opts.seed])?;
+    commit(staged, output)
+}
+
+/// Puts a staged run in place; the output's paths become the final ones.
+pub fn commit(staged: StagedRun, mut output: RunOutput) -> Result<RunOutput, DriverError> {
+    output.dir = staged.final_path(&output.dir);
+    output.files = staged.commit(&output.files)?;
+    Ok(output)
+}
+
+/// [`run_experiment`]'s work, writing into `exp_dir` as it is; `seeds`
+/// (the first is `opts.seed`, whose files are written) go into `meta.ron`.
+pub fn write_run(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backends: &[&dyn Backend],
+    opts: &RunOptions,
+    exp_dir: &Path,
+    seeds: &[u64],
+) -> Result<RunOutput, DriverError> {
     let mut files = Vec::new();
     let mut results = Vec::new();
     let mut step_errors_pct = Vec::new();
@@ -196,7 +228,7 @@ pub fn run_experiment(
     // Every mode runs the same scripts, so the first describes the workload.
     let mut workload = None;
     for backend in backends {
-        let bar = progress(0, opts.quiet, exp.name());
+        let bar = progress::conditions_bar(opts.quiet, exp.name());
         let evaluation = evaluate(
             exp,
             settings,
@@ -219,6 +251,7 @@ pub fn run_experiment(
             opts,
             &evaluation,
             &dir,
+            seeds,
         )?);
         results.push((info.mode, dir, evaluation.report));
         infos.push(info);
@@ -230,7 +263,7 @@ pub fn run_experiment(
         compared = Some(table);
     }
     let subtitle = caption::subtitle(&infos, workload.as_deref().unwrap_or(""));
-    files.extend(draw_charts(&results, &exp_dir, &subtitle)?);
+    files.extend(draw_charts(&results, exp_dir, &subtitle)?);
     let (_, dir, report) = results
         .pop()
         .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
@@ -251,6 +284,7 @@ fn write_mode_files(
     opts: &RunOptions,
     evaluation: &Evaluation,
     dir: &Path,
+    seeds: &[u64],
 ) -> Result<Vec<PathBuf>, DriverError> {
     std::fs::create_dir_all(dir).map_err(|error| DriverError::Io {
         path: dir.to_path_buf(),
@@ -284,6 +318,7 @@ fn write_mode_files(
     let meta = Meta {
         experiment: exp.name(),
         seed: opts.seed,
+        seeds: seeds.to_vec(),
         settings,
         backend: backend.info(),
         conditions: conditions

@@ -8,7 +8,9 @@
 //! simulated) and writes `summary.csv`, `requests.csv`, `steps.csv`,
 //! `meta.ron` and the [`charts`] (subtitled by [`caption`]); [`settings`] and [`config_file`] turn
 //! `--set key=value` and RON files into validated settings; [`cli`] is the
-//! `exp` front end, with [`calibrate`] (`exp calibrate`) and [`validate`]
+//! `exp` front end ([`run_cmd`]: `exp run`, whose folder [`run_dir`] stages
+//! and replaces whole, with [`seeds`] for `--seeds N` and [`progress`] for
+//! its bar), with [`calibrate`] (`exp calibrate`) and [`validate`]
 //! (`exp validate`).
 
 pub mod backend;
@@ -24,6 +26,10 @@ pub mod driver;
 pub mod generate;
 pub mod output;
 pub mod plan;
+pub mod progress;
+pub mod run_cmd;
+pub mod run_dir;
+pub mod seeds;
 pub mod script;
 pub mod settings;
 pub mod stats;

@@ -5,7 +5,7 @@
 //! listed by id, steps in order. When a run has several
 //! conditions, each row starts with a `condition` column naming it (a single
 //! condition omits it). `meta.ron` records everything needed to reproduce the
-//! run: settings, seed, conditions, backend (GPU and cost model), the git
+//! run: settings, seed (and every seed of a `--seeds N` run), conditions, backend (GPU and cost model), the git
 //! commit (`unknown` outside a repository) and the UTC date.
 
 use crate::backend::BackendInfo;
@@ -104,7 +104,10 @@ pub struct ConditionMeta {
 #[derive(Debug, Serialize)]
 pub struct Meta<'a> {
     pub experiment: &'a str,
+    /// The seed whose records are in this folder.
     pub seed: u64,
+    /// Every seed run (`--seeds N`: seed..seed+N-1), the first being `seed`.
+    pub seeds: Vec<u64>,
     pub settings: &'a Settings,
     pub backend: BackendInfo,
     pub conditions: Vec<ConditionMeta>,

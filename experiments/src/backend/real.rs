@@ -1,12 +1,75 @@
 //! Real mode: wall clock and a CPU or CUDA runner, one condition at a time.
+//!
+//! Progress ([`Backend::run_observed`]) is observed without touching the
+//! event loop: the wall clock is told after every step and the workload of
+//! every finished request, so thin wrappers around both count them.
 
 use super::runner::{self, AnyRunner, RunnerKind, RunnerLimits};
-use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
+use super::{Backend, BackendError, BackendInfo, LoadedModel, ProgressEvent, ResolvedCost};
 use crate::script::{Script, ScriptWorkload};
 use engine::model::ModelWeights;
 use engine::{EngineConfig, EngineCore, EngineError, ModelRunner};
+use sim::clock::Clock;
+use sim::workload::{Arrival, Workload};
 use sim::{CostModel, RunError, RunRecords, WallClock};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+
+/// Steps and finished requests of the running condition, reported to `observe`.
+struct Counter<'a> {
+    steps: Cell<u64>,
+    requests_done: Cell<usize>,
+    observe: &'a dyn Fn(ProgressEvent),
+}
+
+impl Counter<'_> {
+    fn report(&self) {
+        (self.observe)(ProgressEvent {
+            requests_done: self.requests_done.get(),
+            steps: self.steps.get(),
+        });
+    }
+}
+
+/// The wall clock, counting steps.
+struct CountingClock<'a> {
+    inner: WallClock,
+    counter: &'a Counter<'a>,
+}
+
+impl Clock for CountingClock<'_> {
+    fn now(&self) -> f64 {
+        self.inner.now()
+    }
+    fn wait_until(&mut self, t: f64) {
+        self.inner.wait_until(t);
+    }
+    fn step_finished(&mut self, modeled_seconds: Option<f64>) {
+        self.inner.step_finished(modeled_seconds);
+        self.counter.steps.set(self.counter.steps.get() + 1);
+        self.counter.report();
+    }
+    fn seek(&mut self, t: f64) {
+        self.inner.seek(t);
+    }
+}
+
+/// The condition's script, counting finished requests.
+struct CountingWorkload<'a> {
+    inner: ScriptWorkload,
+    counter: &'a Counter<'a>,
+}
+
+impl Workload for CountingWorkload<'_> {
+    fn initial(&mut self) -> Vec<Arrival> {
+        self.inner.initial()
+    }
+    fn on_finish(&mut self, id: u64, now: f64) -> Vec<Arrival> {
+        let done = self.counter.requests_done.get() + 1;
+        self.counter.requests_done.set(done);
+        self.counter.report();
+        self.inner.on_finish(id, now)
+    }
+}
 
 struct Built {
     runner: AnyRunner,
@@ -114,6 +177,15 @@ impl Backend for RealBackend {
     }
 
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
+        self.run_observed(engine, script, &|_| {})
+    }
+
+    fn run_observed(
+        &self,
+        engine: &EngineConfig,
+        script: &Script,
+        observe: &dyn Fn(ProgressEvent),
+    ) -> Result<RunRecords, BackendError> {
         let mut slot = self.slot.borrow_mut();
         self.ensure(&mut slot, engine)?;
         let built = slot
@@ -121,8 +193,19 @@ impl Backend for RealBackend {
             .ok_or_else(|| BackendError::RunnerLost("no runner after rebuilding".into()))?;
         let result = {
             let mut engines = vec![EngineCore::new(engine.clone(), &mut built.runner)?];
-            let mut workload = ScriptWorkload::new(script.clone());
-            let mut clock = WallClock::new();
+            let counter = Counter {
+                steps: Cell::new(0),
+                requests_done: Cell::new(0),
+                observe,
+            };
+            let mut workload = CountingWorkload {
+                inner: ScriptWorkload::new(script.clone()),
+                counter: &counter,
+            };
+            let mut clock = CountingClock {
+                inner: WallClock::new(),
+                counter: &counter,
+            };
             sim::run(&mut engines, &mut clock, &mut workload)
         };
         if matches!(result, Err(RunError::Engine(EngineError::Runner(_)))) {

@@ -11,5 +11,6 @@ mod plan;
 mod plan_parts;
 mod plan_steady;
 mod real_mode;
+mod run_output;
 mod shipped_profiles;
 mod subtitles;

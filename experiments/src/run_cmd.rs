@@ -1,0 +1,175 @@
+//! `exp run NAME`: one experiment in sim, real or both modes.
+//!
+//! Contract: settings apply in order (experiment defaults, `--config
+//! FILE.ron`, each `--set key=value`); the run's files go under `OUT/NAME/`,
+//! which replaces the previous run's folder whole ([`crate::run_dir`]).
+//! stdout carries only the summary CSV of the last mode run (with `--seeds
+//! N`, `seeds.csv`), so `exp run X > s.csv` is a clean CSV; stderr has the
+//! progress bar and then `wrote PATH` for every file written; `--quiet`
+//! prints nothing on either but errors. A closed stdout (`exp run X | head`)
+//! is not an error.
+//!
+//! `--seeds N` (sim mode only) repeats the run with seeds seed..seed+N-1:
+//! the first seed's files are written as for one seed, and the mode folder
+//! also gets `summary_seeds.csv` (every seed's summary) and `seeds.csv`
+//! (every metric's spread over the seeds, [`crate::seeds`]).
+
+use crate::backend::{build_backends, Backend, Mode};
+use crate::catalogue::{self, Experiment};
+use crate::cli::{find, write_stdout};
+use crate::cli_args::{CostArgs, RunnerArgs};
+use crate::config_file;
+use crate::driver::{self, evaluate, write_run, RunOptions, RunOutput};
+use crate::run_dir::StagedRun;
+use crate::table::Table;
+use crate::{progress, seeds};
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    Real,
+    Sim,
+    Both,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Real => Mode::Real,
+            ModeArg::Sim => Mode::Sim,
+            ModeArg::Both => Mode::Both,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    pub name: String,
+    #[arg(long, value_enum, default_value = "sim")]
+    pub mode: ModeArg,
+    /// Output folder; files go to OUT/NAME/MODE/ and figures to OUT/NAME/.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Sim mode: repeat the run with seeds seed..seed+N-1 and write each
+    /// metric's mean, sd and 95% interval over them (seeds.csv).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seeds: u64,
+    #[command(flatten)]
+    pub cost: CostArgs,
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+    /// RON file of settings, applied before --set.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// key=value; engine options (EngineConfig names) or experiment parameters.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Hugging Face tokenizer.json: prompts become random English words
+    /// through it instead of random token ids.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// No progress bar, no summary on stdout and no file list on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The seeds `--seed S --seeds N` asks for in `mode`.
+fn seed_list(seed: u64, count: u64, mode: Mode) -> anyhow::Result<Vec<u64>> {
+    if count == 0 {
+        bail!("--seeds 0: give the number of seeds to run, at least 1 (the default)");
+    }
+    if count > 1 && mode != Mode::Sim {
+        bail!(
+            "--seeds {count} repeats sim runs only; use --mode sim, or leave --seeds out \
+             with --mode {}",
+            mode.dir_name()
+        );
+    }
+    let Some(last) = seed.checked_add(count - 1) else {
+        bail!(
+            "--seed {seed} --seeds {count}: the last seed would pass {}",
+            u64::MAX
+        );
+    };
+    Ok((seed..=last).collect())
+}
+
+/// Runs `args.name` and prints its summary CSV on stdout.
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let mode: Mode = args.mode.into();
+    let seeds = seed_list(args.seed, args.seeds, mode)?;
+    let exp: &dyn Experiment = find(&args.name)?;
+    let mut settings = catalogue::default_settings(exp)?;
+    if let Some(path) = &args.config {
+        config_file::apply_file(&mut settings, path)?;
+    }
+    for arg in &args.set {
+        settings.set_arg(arg)?;
+    }
+    let spec = args.runner.spec(&args.cost, &settings.engine)?;
+    let backends = build_backends(mode, &spec)?;
+    let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
+    let prompts = args
+        .tokenizer
+        .as_ref()
+        .map(|path| sim::workload::PromptSource::from_tokenizer_file(path))
+        .transpose()?;
+    let opts = RunOptions {
+        out: args.out.clone(),
+        seed: args.seed,
+        quiet: args.quiet,
+        prompts,
+    };
+    let context = || format!("experiment {}", args.name);
+    let staged = StagedRun::begin(&opts.out, exp.name()).with_context(context)?;
+    let mut output =
+        write_run(exp, &settings, &backends, &opts, staged.path(), &seeds).with_context(context)?;
+    let mut printed = output.report.summary.to_csv();
+    if let ([backend], [_, more @ ..]) = (backends.as_slice(), seeds.as_slice()) {
+        if !more.is_empty() {
+            printed = repeat_seeds(exp, &settings, *backend, &opts, &seeds, &mut output)
+                .with_context(context)?;
+        }
+    }
+    let output = driver::commit(staged, output).with_context(context)?;
+    if !args.quiet {
+        write_stdout(&printed)?;
+        for file in &output.files {
+            eprintln!("wrote {}", file.display());
+        }
+    }
+    Ok(())
+}
+
+/// Runs the seeds after the first (whose run `output` holds) and writes
+/// `summary_seeds.csv` and `seeds.csv` beside its summary; returns `seeds.csv`.
+fn repeat_seeds(
+    exp: &dyn Experiment,
+    settings: &crate::settings::Settings,
+    backend: &dyn Backend,
+    opts: &RunOptions,
+    seeds: &[u64],
+    output: &mut RunOutput,
+) -> anyhow::Result<String> {
+    let bar = progress::conditions_bar(opts.quiet, exp.name());
+    let mut summaries: Vec<(u64, Table)> = vec![(opts.seed, output.report.summary.clone())];
+    for &seed in seeds.iter().skip(1) {
+        bar.set_message(format!("(seed {seed})"));
+        let evaluation = evaluate(exp, settings, backend, seed, opts.prompts.as_ref(), &bar)?;
+        summaries.push((seed, evaluation.report.summary));
+    }
+    bar.finish_and_clear();
+    let tables: Vec<(u64, &Table)> = summaries.iter().map(|(s, t)| (*s, t)).collect();
+    let spread = seeds::spread(&tables, output.report.key_columns)?.to_csv();
+    let per_seed = seeds::per_seed(&tables)?.to_csv();
+    for (name, text) in [("summary_seeds.csv", &per_seed), ("seeds.csv", &spread)] {
+        let path = output.dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("{}", path.display()))?;
+        output.files.push(path);
+    }
+    Ok(spread)
+}
