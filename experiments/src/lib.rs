@@ -9,7 +9,7 @@
 //! `meta.ron` and the [`charts`] (subtitled by [`caption`]); [`settings`] and [`config_file`] turn
 //! `--set key=value` and RON files into validated settings; [`cli`] is the
 //! `exp` front end, with [`calibrate`] (`exp calibrate`) and [`validate`]
-//! (`exp validate`).
+//! (`exp validate`); [`memory`] estimates the host memory a run needs.
 
 pub mod backend;
 pub mod calibrate;
@@ -22,6 +22,7 @@ pub mod compare;
 pub mod config_file;
 pub mod driver;
 pub mod generate;
+pub mod memory;
 pub mod output;
 pub mod plan;
 pub mod script;
