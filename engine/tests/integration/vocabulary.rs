@@ -79,8 +79,7 @@ fn an_id_at_or_past_the_vocabulary_is_refused_naming_it_and_the_fix() {
 
 #[test]
 fn a_runner_without_a_vocabulary_accepts_any_id() {
-    let mut core =
-        EngineCore::new(small(), FixedTokenRunner::new(64, 10)).expect("engine");
+    let mut core = EngineCore::new(small(), FixedTokenRunner::new(64, 10)).expect("engine");
     assert_eq!(core.runner().vocab_size(), None);
     core.add_request(Request::new(1, vec![u32::MAX, 3], 2))
         .expect("a simulated runner reads no ids");
