@@ -27,6 +27,8 @@ pub enum MeasureError {
         needed: usize,
         available: usize,
     },
+    #[error("--reps 0: a grid point needs at least one timed execution; give --reps 1 or more")]
+    NoReps,
 }
 
 /// The batch shapes to measure.
@@ -156,6 +158,9 @@ pub fn measure<R: ModelRunner>(
     reps: usize,
     mut on_point: impl FnMut(usize, usize),
 ) -> Result<Vec<Sample>, MeasureError> {
+    if reps == 0 {
+        return Err(MeasureError::NoReps);
+    }
     let shapes = grid.shapes();
     let mut samples = Vec::with_capacity(shapes.len());
     for (i, shape) in shapes.iter().enumerate() {
@@ -177,6 +182,10 @@ pub fn time_shape<R: ModelRunner>(
     warmup: usize,
     reps: usize,
 ) -> Result<f64, MeasureError> {
+    // Zero timed runs has no median; refused rather than run once silently.
+    if reps == 0 {
+        return Err(MeasureError::NoReps);
+    }
     let available = runner.num_kv_blocks().saturating_sub(1);
     let per_seq: Vec<usize> = shape
         .seqs
@@ -231,8 +240,8 @@ pub fn time_shape<R: ModelRunner>(
     for _ in 0..warmup {
         runner.execute(&batch)?;
     }
-    let mut times = Vec::with_capacity(reps.max(1));
-    for _ in 0..reps.max(1) {
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
         let start = Instant::now();
         runner.execute(&batch)?;
         times.push(start.elapsed().as_secs_f64());

@@ -8,8 +8,9 @@
 //! with the profile so it can be transferred to another GPU
 //! ([`crate::transfer`]). [`CostProfile::load`] reads a file and
 //! [`CostProfile::from_ron`] parses text already in memory (a profile embedded
-//! in a binary); both check every coefficient, and their errors start with
-//! the file's path or the name the caller gives.
+//! in a binary); both check every coefficient (finite, >= 0), the GPU's datasheet figures
+//! (positive, finite) and the model shape (every dimension positive), and
+//! their errors start with the file's path or the name the caller gives.
 
 use crate::features::{
     features, DECODE_KV, DECODE_SEQ, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES,
@@ -38,6 +39,21 @@ pub enum ProfileError {
         field: String,
         value: f64,
     },
+    #[error(
+        "{path}: gpu {gpu:?}: {field} must be a positive finite number (found {value}); \
+         fix the profile's `gpu` entry (the datasheet figures of the GPU it was measured on)"
+    )]
+    BadGpu {
+        path: String,
+        gpu: String,
+        field: &'static str,
+        value: f64,
+    },
+    #[error(
+        "{path}: model.{field} must be positive (found 0); \
+         fix the profile's `model` entry (the shape of the model it was fitted for)"
+    )]
+    BadModel { path: String, field: &'static str },
     #[error("{path}: {field} has {found} knots, expected {expected}")]
     BadKnots {
         path: String,
@@ -175,6 +191,33 @@ impl CostProfile {
     }
 
     fn check(&self, path: &str) -> Result<(), ProfileError> {
+        // A zero bandwidth or FLOP rate would make a transferred profile
+        // infinitely fast (or slow) without any error.
+        if let Some((field, value)) = crate::datasheet::invalid_field(&self.gpu) {
+            return Err(ProfileError::BadGpu {
+                path: path.into(),
+                gpu: self.gpu.name.clone(),
+                field,
+                value,
+            });
+        }
+        let m = &self.model;
+        let shape = [
+            ("num_layers", m.num_layers),
+            ("hidden", m.hidden),
+            ("intermediate", m.intermediate),
+            ("num_q_heads", m.num_q_heads),
+            ("num_kv_heads", m.num_kv_heads),
+            ("head_dim", m.head_dim),
+            ("vocab", m.vocab),
+            ("bytes_per_param", m.bytes_per_param),
+        ];
+        if let Some((field, _)) = shape.into_iter().find(|(_, v)| *v == 0) {
+            return Err(ProfileError::BadModel {
+                path: path.into(),
+                field,
+            });
+        }
         if self.dense.len() != DENSE_KNOTS.len() {
             return Err(ProfileError::BadKnots {
                 path: path.into(),

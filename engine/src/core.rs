@@ -1,7 +1,8 @@
 //! `EngineCore`: one engine = scheduler + KV-cache manager + model runner.
 //!
 //! Contract: configuration is fixed at construction; events come in through
-//! `add_request` / `abort`; `step()` schedules one batch, runs it, updates the
+//! `add_request` (which refuses prompt ids outside the runner's vocabulary,
+//! `ModelRunner::vocab_size`) / `abort`; `step()` schedules one batch, runs it, updates the
 //! requests and reports everything that happened in a [`StepOutcome`]
 //! (defined with the scheduler's other outputs in `scheduler::output`, and
 //! re-exported here and at the crate root).
@@ -62,9 +63,26 @@ impl<R: ModelRunner> EngineCore<R> {
     }
 
     /// Queues a request; rejects one that can never run (empty prompt,
-    /// `max_tokens` 0, prompt + `max_tokens` > `max_model_len`, an id that an
-    /// unfinished request already has).
+    /// `max_tokens` 0, prompt + `max_tokens` > `max_model_len`, a prompt
+    /// token id outside the runner's vocabulary, an id that an unfinished
+    /// request already has).
     pub fn add_request(&mut self, request: Request) -> Result<(), RequestError> {
+        // An id past the embedding table would be read out of bounds by a
+        // real runner (or fail deep inside a step); refused here, up front.
+        if let Some(vocab) = self.runner.vocab_size() {
+            let outside = request
+                .prompt_token_ids
+                .iter()
+                .position(|&t| t as usize >= vocab);
+            if let Some(position) = outside {
+                return Err(RequestError::TokenOutOfVocab {
+                    id: request.id,
+                    position,
+                    token: request.prompt_token_ids[position],
+                    vocab,
+                });
+            }
+        }
         self.scheduler.add_request(request)
     }
 

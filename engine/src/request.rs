@@ -88,6 +88,16 @@ pub enum RequestError {
         max_tokens: usize,
         max_model_len: usize,
     },
+    #[error(
+        "request {id}: prompt token {position} is id {token}, outside the model's vocabulary \
+         (ids 0..{vocab}); draw prompt ids below {vocab}, or use the model's own tokenizer"
+    )]
+    TokenOutOfVocab {
+        id: RequestId,
+        position: usize,
+        token: u32,
+        vocab: usize,
+    },
     #[error("request {0}: an unfinished request with this id already exists; use a unique id")]
     DuplicateId(RequestId),
     #[error("request {0}: no such unfinished request")]

@@ -288,6 +288,12 @@ fn offered_text(offered: &[usize]) -> String {
 pub trait ModelRunner {
     /// Blocks of `block_size` tokens in this runner's KV cache, null block included.
     fn num_kv_blocks(&self) -> usize;
+    /// Token ids this runner's model embeds (`0..vocab_size`); `EngineCore`
+    /// refuses requests with others. `None`: the runner reads no token ids
+    /// (a simulated runner), so any id is accepted.
+    fn vocab_size(&self) -> Option<usize> {
+        None
+    }
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError>;
 }
 
@@ -296,6 +302,9 @@ pub trait ModelRunner {
 impl<R: ModelRunner + ?Sized> ModelRunner for &mut R {
     fn num_kv_blocks(&self) -> usize {
         (**self).num_kv_blocks()
+    }
+    fn vocab_size(&self) -> Option<usize> {
+        (**self).vocab_size()
     }
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
         (**self).execute(batch)
@@ -307,6 +316,9 @@ impl<R: ModelRunner + ?Sized> ModelRunner for &mut R {
 impl<R: ModelRunner + ?Sized> ModelRunner for Box<R> {
     fn num_kv_blocks(&self) -> usize {
         (**self).num_kv_blocks()
+    }
+    fn vocab_size(&self) -> Option<usize> {
+        (**self).vocab_size()
     }
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
         (**self).execute(batch)

@@ -62,8 +62,15 @@ pub enum BackendError {
     Profile { path: String, message: String },
     #[error("--model {name}: {message}")]
     Model { name: String, message: String },
-    #[error("--backend {0}: this binary was built without it (rebuild with --features cuda)")]
+    #[error(
+        "the {0} runner (real mode's default, or --backend {0}) is not in this binary: \
+         rebuild with --features cuda on a machine with a GPU, or pass --backend cpu \
+         (the CPU reference runner; slow, e.g. with --model tiny), or use --mode sim"
+    )]
     BackendNotBuilt(String),
+    /// A cost model that cannot stand for the runner it is compared with.
+    #[error("{0}")]
+    CostMismatch(String),
     /// A runner option the chosen runner cannot take.
     #[error("{0}")]
     RunnerOption(String),
@@ -199,6 +206,9 @@ pub fn build_backends(
 ) -> Result<Vec<Box<dyn Backend>>, BackendError> {
     let model = LoadedModel::config_only(&spec.model)?;
     let cost = cost::resolve(&spec.cost, &model)?;
+    if mode == Mode::Both {
+        cost::check_compares_with(&cost, spec.runner)?;
+    }
     if mode == Mode::Sim {
         return Ok(vec![Box::new(SimBackend::new(cost, &model, None))]);
     }

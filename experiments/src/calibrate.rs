@@ -207,6 +207,10 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     if let Some(old) = &args.refit {
         return refit(args, old, &grid, ModelShape::from_qwen3(&model.config));
     }
+    // Before the runner is built: a full-size model takes a while to load.
+    if args.reps == 0 {
+        return Err(calibration::MeasureError::NoReps.into());
+    }
     let shapes = grid.shapes();
     let needed = 2 * calibration::features::NUM_FEATURES;
     if shapes.len() < needed {

@@ -1,7 +1,7 @@
 //! Command-line options shared by `exp run`, `exp calibrate` and `exp validate`.
 //!
-//! Contract: `--backend cpu|cuda` (default: cuda when built with
-//! `--features cuda`, else cpu), `--model PRESET|DIR` (default
+//! Contract: `--backend cpu|cuda` (default: cuda; a binary built without
+//! `--features cuda` needs `--backend cpu` for real mode), `--model PRESET|DIR` (default
 //! `qwen3-0.6b`), `--weights-seed N` (synthetic weights of presets),
 //! `--gpu NAME`, `--profile FILE.ron` and `--profiles-dir DIR` pick the sim
 //! cost model (see `backend::cost`): a profile is used as measured, or
@@ -50,7 +50,7 @@ impl CostArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunnerArgs {
-    /// Real-mode runner (default: cuda when built with --features cuda, else cpu).
+    /// Real-mode runner (default: cuda; a binary built without --features cuda needs cpu).
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,
     /// Model preset (qwen3-0.6b, -1.7b, -4b, -8b, -14b, -32b, tiny) or a Hugging Face directory:

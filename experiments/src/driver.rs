@@ -47,6 +47,8 @@ pub enum DriverError {
     Prompts(String),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
 }
 
 #[derive(Debug, Clone)]
@@ -164,6 +166,9 @@ pub fn evaluate(
         }
     };
     let conditions = exp.plan(settings, seed, prompts)?;
+    // Before any condition runs: a run that cannot fit fails now, not when
+    // the kernel kills it.
+    crate::memory::check(exp, &conditions, backend)?;
     bar.set_length(conditions.len() as u64);
     let runs = run_conditions(backend, &conditions, bar)?;
     let report = exp.summarize(settings, &conditions, &runs)?;

@@ -11,7 +11,7 @@
 //! `exp` front end ([`run_cmd`]: `exp run`, whose folder [`run_dir`] stages
 //! and replaces whole, with [`seeds`] for `--seeds N` and [`progress`] for
 //! its bar), with [`calibrate`] (`exp calibrate`) and [`validate`]
-//! (`exp validate`).
+//! (`exp validate`); [`memory`] estimates the host memory a run needs.
 
 pub mod backend;
 pub mod calibrate;
@@ -24,6 +24,7 @@ pub mod compare;
 pub mod config_file;
 pub mod driver;
 pub mod generate;
+pub mod memory;
 pub mod output;
 pub mod plan;
 pub mod progress;

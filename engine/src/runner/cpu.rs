@@ -220,6 +220,10 @@ impl ModelRunner for CpuRunner {
         self.num_kv_blocks
     }
 
+    fn vocab_size(&self) -> Option<usize> {
+        Some(self.config.vocab_size)
+    }
+
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
         self.validate(batch)?;
         self.last_logits.clear();

@@ -20,3 +20,4 @@ mod model_presets;
 mod requests;
 mod runner_impls;
 mod scheduler_rules;
+mod vocabulary;

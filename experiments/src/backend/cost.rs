@@ -25,11 +25,14 @@
 //! `shipped:<file name>`), is in [`ResolvedCost::description`] and
 //! [`ResolvedCost::basis`] (written to `meta.ron`).
 //!
+//! [`check_compares_with`] refuses, for `--mode both`, a cost model that was
+//! not measured on the kind of runner it is compared with.
+//!
 //! KV capacity in sim mode always comes from the GPU's memory (datasheet) and
 //! the model shape ([`sim::cost::kv_cache_blocks`]), whatever prices steps.
 
 use super::shipped::SHIPPED;
-use super::{BackendError, LoadedModel};
+use super::{BackendError, LoadedModel, RunnerKind};
 use calibration::CostProfile;
 use serde::Serialize;
 use sim::{CostModel, GpuSpec, ModelShape, RooflineModel};
@@ -92,6 +95,9 @@ pub struct ResolvedCost {
     pub shape: ModelShape,
     pub basis: CostBasis,
     pub description: String,
+    /// The device a calibrated profile was measured on, as its provenance
+    /// names it (`cpu (N threads)` for the CPU runner); `None` for the roofline.
+    pub measured_device: Option<String>,
 }
 
 impl std::fmt::Debug for ResolvedCost {
@@ -153,6 +159,7 @@ fn roofline(gpu: &GpuSpec, shape: &ModelShape) -> ResolvedCost {
         gpu: gpu.clone(),
         shape: shape.clone(),
         basis: CostBasis::Roofline,
+        measured_device: None,
     }
 }
 
@@ -249,6 +256,7 @@ fn from_profile(measured: CostProfile, source: String, target: Option<&GpuSpec>)
         },
         gpu: profile.gpu.clone(),
         shape: profile.model.clone(),
+        measured_device: Some(measured.provenance.device.clone()),
         model: Arc::new(profile),
     }
 }
@@ -271,6 +279,38 @@ pub fn cost_for(
         Some((source, profile)) => from_profile(profile, source, Some(target)),
         None => roofline(target, shape),
     })
+}
+
+/// Whether a profile was measured on the CPU reference runner (`exp
+/// calibrate --backend cpu` records the device as `cpu (N threads)`).
+fn measured_on_cpu(cost: &ResolvedCost) -> bool {
+    cost.measured_device
+        .as_deref()
+        .is_some_and(|d| d.trim_start().to_ascii_lowercase().starts_with("cpu"))
+}
+
+/// Refuses a cost model that cannot stand for `runner` in `--mode both`,
+/// where the sim side's errors against the real side are the result: the
+/// CPU runner needs a profile measured on the CPU (a GPU profile or a
+/// roofline would report every CPU step ~99 % too fast), and the CUDA
+/// runner one that was not.
+pub fn check_compares_with(cost: &ResolvedCost, runner: RunnerKind) -> Result<(), BackendError> {
+    match (runner, measured_on_cpu(cost)) {
+        (RunnerKind::Cpu, false) => Err(BackendError::CostMismatch(format!(
+            "--mode both --backend cpu compares the CPU runner with {}, a cost model of the \
+             GPU {}: pass a profile measured on the CPU (--profile P.ron, written by `exp \
+             calibrate --backend cpu --grid small --out P.ron` with the same --model), or use \
+             --mode real",
+            cost.description, cost.gpu.name
+        ))),
+        (RunnerKind::Cuda, true) => Err(BackendError::CostMismatch(format!(
+            "--mode both runs the CUDA runner, but the cost model is {}, measured on the CPU \
+             runner: pass a profile measured on the GPU (or none, for the shipped one), or \
+             --backend cpu",
+            cost.description
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The cost model `source` names, for `model`.

@@ -7,7 +7,8 @@
 //! [cover](RunnerLimits::covers); each condition's `EngineCore` borrows it
 //! (`EngineCore<&mut AnyRunner>`), so its weights and KV cache outlive the
 //! engine (stale KV contents are never read: a fresh engine's prefix cache is
-//! empty).
+//! empty). The default kind is CUDA even in a binary built without it, so a
+//! real run on such a binary fails at once unless `--backend cpu` is explicit.
 
 use super::BackendError;
 use calibration::measure::time_shape;
@@ -26,13 +27,12 @@ pub enum RunnerKind {
 }
 
 impl Default for RunnerKind {
-    /// CUDA when this binary has it, else CPU.
+    /// CUDA, whether or not this binary has it: real mode means the GPU
+    /// unless `--backend cpu` says otherwise. A binary built without
+    /// `--features cuda` refuses to build it ([`build`]) rather than running
+    /// a full-size model on the CPU reference runner for hours.
     fn default() -> Self {
-        if cfg!(feature = "cuda") {
-            Self::Cuda
-        } else {
-            Self::Cpu
-        }
+        Self::Cuda
     }
 }
 
@@ -149,6 +149,14 @@ impl ModelRunner for AnyRunner {
             Self::Cpu(r) => r.num_kv_blocks(),
             #[cfg(feature = "cuda")]
             Self::Cuda(r) => r.num_kv_blocks(),
+        }
+    }
+
+    fn vocab_size(&self) -> Option<usize> {
+        match self {
+            Self::Cpu(r) => r.vocab_size(),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(r) => r.vocab_size(),
         }
     }
 

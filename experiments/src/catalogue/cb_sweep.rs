@@ -96,8 +96,12 @@ impl Experiment for CbSweep {
         seed: u64,
         prompts: &PromptSource,
     ) -> Result<Vec<Condition>, ExperimentError> {
+        let grid = grid(settings)?;
+        if let Some(&(_, c)) = grid.iter().max_by_key(|(_, c)| *c) {
+            load::check_fits(shape(settings, c)?, grid.len())?;
+        }
         let mut out = Vec::new();
-        for (m, c) in grid(settings)? {
+        for (m, c) in grid {
             let index = out.len();
             let seed = condition_seed(seed, index);
             let mut b = ScriptBuilder::new(seed, prompts);

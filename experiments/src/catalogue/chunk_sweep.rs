@@ -247,7 +247,9 @@ impl Experiment for ChunkSweep {
             }
         }
         if parts.iter().any(|p| p == "load") {
-            for chunk in settings.chunks("load_chunk_tokens")? {
+            let chunks = settings.chunks("load_chunk_tokens")?;
+            load::check_fits(load_shape(settings)?, chunks.len())?;
+            for chunk in chunks {
                 let seed = condition_seed(seed, out.len());
                 let mut b = ScriptBuilder::new(seed, prompts);
                 load::closed_loop(&mut b, load_shape(settings)?);

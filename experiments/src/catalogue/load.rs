@@ -6,6 +6,8 @@
 //! next batch starts when every request of the previous one finished. Batch 0
 //! is the warm-up batch and is left out; reported values are medians over
 //! the measured batches, with the throughput spread across them.
+//! [`check_fits`] refuses a load whose scripts would not fit in host memory
+//! before building them (their dependencies grow with concurrency squared).
 
 use super::{ms, tagged, ExperimentError};
 use crate::script::{Gate, ScriptBuilder};
@@ -29,25 +31,69 @@ fn batch_tag(b: usize) -> String {
 
 /// Appends the warm-up request and the batches to `b`.
 pub fn closed_loop(b: &mut ScriptBuilder, shape: LoadShape) {
-    let mut previous_batch = vec![b.warmup()];
+    // A batch starts when every request of the previous one finished, which
+    // is when every client's last request finished (a client's requests run
+    // one after another): c dependencies per first request, not 2c.
+    let mut previous_lasts = vec![b.warmup()];
     for batch in 0..shape.batches {
-        let mut this_batch = Vec::new();
+        let mut lasts = Vec::with_capacity(shape.concurrency);
         for _client in 0..shape.concurrency {
             let mut gate = Gate::After {
-                deps: previous_batch.clone(),
+                deps: previous_lasts.clone(),
                 delay_s: 0.0,
             };
+            let mut last = 0;
             for _ in 0..REQUESTS_PER_CLIENT {
                 let prompt = b.random_tokens(shape.prompt_tokens);
-                let id = b.push(batch_tag(batch), prompt, shape.output_tokens, None, gate);
-                this_batch.push(id);
+                last = b.push(batch_tag(batch), prompt, shape.output_tokens, None, gate);
                 gate = Gate::After {
-                    deps: vec![id],
+                    deps: vec![last],
                     delay_s: 0.0,
                 };
             }
+            lasts.push(last);
         }
-        previous_batch = this_batch;
+        previous_lasts = lasts;
+    }
+}
+
+/// Host bytes one closed-loop script of `shape` takes: each batch's first
+/// requests depend on every client of the previous batch (c² dependencies
+/// a batch), and the prompt tokens.
+pub fn script_bytes(shape: LoadShape) -> u64 {
+    let requests = shape.batches as u64 * shape.concurrency as u64 * REQUESTS_PER_CLIENT as u64;
+    dependency_bytes(shape) + requests * (shape.prompt_tokens as u64 * 4 + 200)
+}
+
+fn dependency_bytes(shape: LoadShape) -> u64 {
+    let c = shape.concurrency as u64;
+    shape.batches.saturating_sub(1) as u64 * c * c * 8
+}
+
+/// Refuses, before any script is built, a load whose scripts alone (one
+/// per condition of `conditions`) would not fit in the host's available
+/// memory: at 100,000 clients the dependencies alone take hundreds of GB.
+pub fn check_fits(shape: LoadShape, conditions: usize) -> Result<(), ExperimentError> {
+    // Every condition's script is planned up front; a running one also has
+    // a copy and an index of dependents (as many at once as rayon threads).
+    let running = conditions.clamp(1, rayon::current_num_threads().max(1)) as u64;
+    let needed = script_bytes(shape)
+        .saturating_mul(conditions.max(1) as u64)
+        .saturating_add(dependency_bytes(shape).saturating_mul(2 * running));
+    match crate::memory::available_bytes() {
+        Some(available) if needed > available => Err(ExperimentError::BadParameter {
+            key: "concurrency",
+            message: format!(
+                "{} clients over {} batches need about {} of host memory for the scripts \
+                 alone (closed-loop dependencies grow with concurrency squared), but {} is \
+                 available; lower concurrency (or batches)",
+                shape.concurrency,
+                shape.batches,
+                crate::memory::Bytes(needed),
+                crate::memory::Bytes(available)
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -7,7 +7,9 @@
 //! prefix cache gets hits. The first `skip` requests are a warm-up and are
 //! left out; metrics are over the rest: output throughput (output tokens over
 //! first arrival to last completion), TTFT and ITL percentiles, end-to-end
-//! latency, prompt tokens found cached, preemptions.
+//! latency, prompt tokens found cached, preemptions. `shared_pct` above 100,
+//! and (with `shared_pct` > 0) a `prefix_tokens` not shorter than
+//! `prompt_max`, are errors, never clamped or silently unused.
 
 use super::{at_least, condition, ms, tagged, Condition, Experiment, ExperimentError, Report};
 use crate::charts::ChartSpec;
@@ -135,8 +137,29 @@ impl Shape {
             output: range(settings, "output_min", "output_max")?,
             prefixes: at_least(settings, "prefixes", 1)?,
             prefix_tokens: at_least(settings, "prefix_tokens", 1)?,
-            shared_pct: settings.count("shared_pct")?.min(100),
+            shared_pct: settings.count("shared_pct")?,
         };
+        if s.shared_pct > 100 {
+            return Err(ExperimentError::BadParameter {
+                key: "shared_pct",
+                message: format!(
+                    "{} is not a percentage; give a value from 0 to 100",
+                    s.shared_pct
+                ),
+            });
+        }
+        // Only prompts longer than the prefix start with it: a prefix as long
+        // as the longest prompt would silently share nothing.
+        if s.shared_pct > 0 && s.prefix_tokens >= s.prompt.1 {
+            return Err(ExperimentError::BadParameter {
+                key: "prefix_tokens",
+                message: format!(
+                    "{} is not shorter than prompt_max = {}, so no prompt could start with a \
+                     shared prefix; lower prefix_tokens, raise prompt_max, or set shared_pct=0",
+                    s.prefix_tokens, s.prompt.1
+                ),
+            });
+        }
         if s.skip >= s.requests {
             return Err(ExperimentError::BadParameter {
                 key: "skip",

@@ -1,12 +1,14 @@
 //! Real mode on the CPU runner with the tiny model (CI has no GPU): every
 //! experiment in `--mode real` and, through `exp validate`, in both modes;
-//! `exp calibrate` and the profile it writes.
+//! `exp calibrate` and the profile it writes. Both modes compare the CPU
+//! runner with a profile measured on it ([`tiny_cpu_profile`]).
 
 use crate::common;
 
 use common::scratch;
 use experiments::run_cli;
 use std::path::Path;
+use std::sync::OnceLock;
 
 fn run(args: &[&str]) -> anyhow::Result<()> {
     run_cli(std::iter::once("exp").chain(args.iter().copied()))
@@ -91,6 +93,23 @@ const TINY: &[(&str, &[&str])] = &[
 
 const TINY_CPU: &[&str] = &["--backend", "cpu", "--model", "tiny", "--quiet"];
 
+/// A profile of the tiny model measured on the CPU runner: what `--mode
+/// both --backend cpu` compares the CPU runner with. Calibrated once for
+/// every test that needs it (one rep per grid point: the fit's quality does
+/// not matter here).
+fn tiny_cpu_profile() -> &'static str {
+    static PROFILE: OnceLock<String> = OnceLock::new();
+    PROFILE.get_or_init(|| {
+        let path = scratch("real-cpu-profile").join("tiny-cpu.ron");
+        let p = path.to_str().unwrap().to_string();
+        let mut args = vec!["calibrate", "--out", &p, "--grid", "small"];
+        args.extend_from_slice(&["--reps", "1", "--warmup", "0"]);
+        args.extend_from_slice(TINY_CPU);
+        run(&args).unwrap_or_else(|e| panic!("calibrate: {e:#}"));
+        p
+    })
+}
+
 fn assert_files(dir: &Path, files: &[&str]) {
     for f in files {
         let p = dir.join(f);
@@ -156,6 +175,7 @@ fn validate_runs_both_modes_and_writes_the_validation_table() {
     let out = scratch("real-validate");
     let mut args = vec!["validate", "--out", out.to_str().unwrap()];
     args.extend_from_slice(TINY_CPU);
+    args.extend(["--profile", tiny_cpu_profile()]);
     let sets: Vec<String> = ENGINE
         .iter()
         .map(|s| s.to_string())
@@ -277,6 +297,8 @@ fn both_mode_gives_the_sim_side_the_real_kv_cache_and_vocabulary() {
         "both",
         "--out",
         out.to_str().unwrap(),
+        "--profile",
+        tiny_cpu_profile(),
     ];
     args.extend_from_slice(TINY_CPU);
     for s in ENGINE.iter().chain(TINY[2].1.iter()) {

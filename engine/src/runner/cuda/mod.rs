@@ -374,6 +374,10 @@ impl ModelRunner for CudaRunner {
         self.num_blocks
     }
 
+    fn vocab_size(&self) -> Option<usize> {
+        Some(self.cfg.vocab_size)
+    }
+
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
         let sampled = self.run_step(batch)?;
         Ok(RunnerOutput {
