@@ -47,8 +47,10 @@ pub enum DriverError {
     Prompts(String),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    // Boxed: the estimate it carries would make every result of the driver
+    // (and of `exp plan`, which wraps it) large.
     #[error(transparent)]
-    Memory(#[from] crate::memory::MemoryError),
+    Memory(#[from] Box<crate::memory::MemoryError>),
 }
 
 #[derive(Debug, Clone)]
@@ -168,7 +170,7 @@ pub fn evaluate(
     let conditions = exp.plan(settings, seed, prompts)?;
     // Before any condition runs: a run that cannot fit fails now, not when
     // the kernel kills it.
-    crate::memory::check(exp, &conditions, backend)?;
+    crate::memory::check(exp, &conditions, backend).map_err(Box::new)?;
     bar.set_length(conditions.len() as u64);
     let runs = run_conditions(backend, &conditions, bar)?;
     let report = exp.summarize(settings, &conditions, &runs)?;
