@@ -68,6 +68,10 @@ enum Command {
         /// No progress bar and no summary on stdout.
         #[arg(long)]
         quiet: bool,
+        /// Request trace replayed by trace_replay (its `trace` setting);
+        /// formats in docs/traces.md.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
     },
     /// Greedy generation with the real engine: text through the model
     /// directory's tokenizer.json, or token ids.
@@ -154,11 +158,20 @@ where
             set,
             tokenizer,
             quiet,
+            trace,
         } => {
             let exp = find(&name)?;
             let mut settings = catalogue::default_settings(exp)?;
             if let Some(path) = &config {
                 config_file::apply_file(&mut settings, path)?;
+            }
+            if let Some(path) = &trace {
+                if exp.params().iter().all(|p| p.key != "trace") {
+                    return Err(anyhow!(
+                        "--trace FILE is read by trace_replay only, not {name}"
+                    ));
+                }
+                settings.set("trace", &path.to_string_lossy())?;
             }
             for arg in &set {
                 settings.set_arg(arg)?;

@@ -13,3 +13,4 @@ mod plan_steady;
 mod real_mode;
 mod shipped_profiles;
 mod subtitles;
+mod trace_replay;
