@@ -237,9 +237,8 @@ impl Experiment for TraceReplayExp {
             Cell::num(m.hit_pct),
         ]);
         let what = format!(
-            "{}, {}, rate ×{}",
+            "{}, rate ×{}",
             file_name(&loaded.path),
-            loaded.format.name(),
             settings.number("rate_scale")?
         );
         Ok(Report {

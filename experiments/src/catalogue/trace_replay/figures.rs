@@ -1,7 +1,7 @@
 //! trace_replay's figures: latency distributions and the engine over time.
 //!
-//! Contract: four charts, each titled with the trace (file, format, rate
-//! scale):
+//! Contract: four charts, each titled with the trace (file and rate scale;
+//! titles are kept short, as a figure does not wrap them):
 //! - `trace_replay_ttft_cdf`, `trace_replay_itl_cdf`: the cumulative share of
 //!   requests (TTFT) or of token gaps (ITL) at or below each latency, drawn
 //!   at [`CDF_POINTS`] + 1 evenly spaced percentiles (a trace has thousands
@@ -31,7 +31,7 @@ pub const TIME_BINS: usize = 300;
 pub fn charts(what: &str, ttft_ms: &[f64], itl_ms: &[f64], rec: &RunRecords) -> Vec<ChartSpec> {
     let queue = ChartSpec::new(
         "trace_replay_queue",
-        &format!("trace_replay: requests waiting and running ({what})"),
+        &format!("trace_replay: queues ({what})"),
         "time since the run started (s)",
         "requests (after each step)",
     )
@@ -39,7 +39,7 @@ pub fn charts(what: &str, ttft_ms: &[f64], itl_ms: &[f64], rec: &RunRecords) -> 
     .series("running", over_time(&rec.steps, |s| s.running_seqs as f64));
     let kv = ChartSpec::new(
         "trace_replay_kv",
-        &format!("trace_replay: KV cache in use ({what})"),
+        &format!("trace_replay: KV cache ({what})"),
         "time since the run started (s)",
         "KV blocks in use (% of the engine's blocks)",
     )
@@ -56,7 +56,7 @@ pub fn charts(what: &str, ttft_ms: &[f64], itl_ms: &[f64], rec: &RunRecords) -> 
     vec![
         cdf(
             "trace_replay_ttft_cdf",
-            &format!("trace_replay: TTFT distribution ({what})"),
+            &format!("trace_replay: TTFT CDF ({what})"),
             "time to first token (ms)",
             "requests with TTFT at or below x (%)",
             "TTFT",
@@ -64,7 +64,7 @@ pub fn charts(what: &str, ttft_ms: &[f64], itl_ms: &[f64], rec: &RunRecords) -> 
         ),
         cdf(
             "trace_replay_itl_cdf",
-            &format!("trace_replay: inter-token latency distribution ({what})"),
+            &format!("trace_replay: ITL CDF ({what})"),
             "gap between consecutive output tokens (ms)",
             "token gaps at or below x (%)",
             "ITL",
