@@ -75,6 +75,10 @@ pub struct RunArgs {
     /// No progress bar, no summary on stdout and no file list on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Request trace replayed by trace_replay (its `trace` setting);
+    /// formats in docs/traces.md.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 /// The seeds `--seed S --seeds N` asks for in `mode`.
@@ -106,6 +110,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut settings = catalogue::default_settings(exp)?;
     if let Some(path) = &args.config {
         config_file::apply_file(&mut settings, path)?;
+    }
+    if let Some(path) = &args.trace {
+        if exp.params().iter().all(|p| p.key != "trace") {
+            bail!(
+                "--trace FILE is read by trace_replay only, not {}",
+                args.name
+            );
+        }
+        settings.set("trace", &path.to_string_lossy())?;
     }
     for arg in &args.set {
         settings.set_arg(arg)?;

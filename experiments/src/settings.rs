@@ -10,10 +10,12 @@
 //! expected type.
 
 mod engine_keys;
+mod parse;
 
 use engine::EngineConfig;
 use engine_keys::set_engine_key;
 pub use engine_keys::ENGINE_KEYS;
+use parse::{bad, parse_default, parse_param};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -56,20 +58,14 @@ pub enum ParamKind {
     ChunkList,
     /// Comma-separated words, each one of the given choices.
     Choices(&'static [&'static str]),
-}
-
-impl ParamKind {
-    fn expected(&self) -> String {
-        match self {
-            ParamKind::Count => "a non-negative integer".into(),
-            ParamKind::CountList => "comma-separated positive integers, e.g. 1,4,16".into(),
-            ParamKind::Number => "a non-negative number".into(),
-            ParamKind::ChunkList => {
-                "comma-separated token counts or `off`, e.g. 512,2048,off".into()
-            }
-            ParamKind::Choices(c) => format!("comma-separated values from {{{}}}", c.join(", ")),
-        }
-    }
+    /// One word of the given choices.
+    Choice(&'static [&'static str]),
+    /// A finite number > 0 (a rate scale: 0 or a negative one means nothing).
+    Positive,
+    /// A finite number > 0, or `all` (no limit, read as infinity).
+    PositiveOrAll,
+    /// A file path; the default `""` means none given.
+    Path,
 }
 
 /// One experiment parameter: its key, how it is read, its default and meaning.
@@ -90,65 +86,9 @@ pub enum ParamValue {
     /// `None` is `off` (chunked prefill disabled).
     Chunks(Vec<Option<usize>>),
     Words(Vec<String>),
-}
-
-fn bad(key: &str, value: &str, expected: impl Into<String>) -> SettingsError {
-    SettingsError::BadValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        expected: expected.into(),
-    }
-}
-
-fn list_items(value: &str) -> impl Iterator<Item = &str> {
-    value.split(',').map(str::trim)
-}
-
-fn parse_param(spec: &ParamSpec, value: &str) -> Result<ParamValue, SettingsError> {
-    let err = || bad(spec.key, value, spec.kind.expected());
-    let v = value.trim();
-    if v.is_empty() {
-        return Err(err());
-    }
-    Ok(match spec.kind {
-        ParamKind::Count => ParamValue::Count(v.parse().map_err(|_| err())?),
-        ParamKind::Number => {
-            let x: f64 = v.parse().map_err(|_| err())?;
-            if !(x.is_finite() && x >= 0.0) {
-                return Err(err());
-            }
-            ParamValue::Number(x)
-        }
-        ParamKind::CountList => ParamValue::Counts(
-            list_items(v)
-                .map(|s| s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(err))
-                .collect::<Result<_, _>>()?,
-        ),
-        ParamKind::ChunkList => ParamValue::Chunks(
-            list_items(v)
-                .map(|s| match s {
-                    "off" => Ok(None),
-                    n => n
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .map(Some)
-                        .ok_or_else(err),
-                })
-                .collect::<Result<_, _>>()?,
-        ),
-        ParamKind::Choices(choices) => ParamValue::Words(
-            list_items(v)
-                .map(|s| {
-                    choices
-                        .iter()
-                        .find(|c| **c == s)
-                        .map(|c| c.to_string())
-                        .ok_or_else(err)
-                })
-                .collect::<Result<_, _>>()?,
-        ),
-    })
+    Word(String),
+    /// `None`: no file given.
+    Path(Option<std::path::PathBuf>),
 }
 
 /// Engine options and experiment parameters of one run.
@@ -166,7 +106,7 @@ impl Settings {
     pub fn new(specs: &[ParamSpec]) -> Result<Self, SettingsError> {
         let params = specs
             .iter()
-            .map(|s| Ok((s.key, parse_param(s, s.default)?)))
+            .map(|s| Ok((s.key, parse_default(s)?)))
             .collect::<Result<_, SettingsError>>()?;
         Ok(Self {
             engine: EngineConfig::default(),
@@ -250,6 +190,21 @@ impl Settings {
         match self.get(key) {
             Some(ParamValue::Words(w)) => Ok(w.clone()),
             _ => Err(self.kind_error(key, "Choices")),
+        }
+    }
+
+    pub fn word(&self, key: &str) -> Result<String, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Word(w)) => Ok(w.clone()),
+            _ => Err(self.kind_error(key, "Choice")),
+        }
+    }
+
+    /// A [`ParamKind::Path`] parameter: `None` when no file was given.
+    pub fn path(&self, key: &str) -> Result<Option<std::path::PathBuf>, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Path(p)) => Ok(p.clone()),
+            _ => Err(self.kind_error(key, "Path")),
         }
     }
 }
@@ -343,5 +298,77 @@ mod tests {
             Err(SettingsError::NotKeyValue(_))
         ));
         assert!(s.set_arg("chunk_tokens=0").is_err());
+    }
+
+    const TRACE_SPECS: &[ParamSpec] = &[
+        ParamSpec {
+            key: "trace",
+            kind: ParamKind::Path,
+            default: "",
+            help: "",
+        },
+        ParamSpec {
+            key: "format",
+            kind: ParamKind::Choice(&["auto", "azure"]),
+            default: "auto",
+            help: "",
+        },
+        ParamSpec {
+            key: "rate_scale",
+            kind: ParamKind::Positive,
+            default: "1",
+            help: "",
+        },
+        ParamSpec {
+            key: "window_s",
+            kind: ParamKind::PositiveOrAll,
+            default: "all",
+            help: "",
+        },
+    ];
+
+    #[test]
+    fn paths_choices_and_positive_numbers_parse() {
+        let mut s = Settings::new(TRACE_SPECS).unwrap();
+        assert_eq!(s.path("trace").unwrap(), None, "no file by default");
+        assert_eq!(s.word("format").unwrap(), "auto");
+        assert_eq!(s.number("window_s").unwrap(), f64::INFINITY);
+        s.set_arg("trace=data/t.csv").unwrap();
+        s.set_arg("format=azure").unwrap();
+        s.set_arg("rate_scale=2.5").unwrap();
+        s.set_arg("window_s=30").unwrap();
+        assert_eq!(s.path("trace").unwrap(), Some("data/t.csv".into()));
+        assert_eq!(s.word("format").unwrap(), "azure");
+        assert_eq!(s.number("rate_scale").unwrap(), 2.5);
+        assert_eq!(s.number("window_s").unwrap(), 30.0);
+    }
+
+    #[test]
+    fn impossible_rates_windows_and_formats_are_refused_with_the_value() {
+        let mut s = Settings::new(TRACE_SPECS).unwrap();
+        for v in ["0", "-1", "nan", "inf", "all", "fast"] {
+            let msg = s
+                .set_arg(&format!("rate_scale={v}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.contains("`rate_scale` = `") && msg.contains(v) && msg.contains("> 0"),
+                "{msg}"
+            );
+        }
+        let msg = s.set_arg("window_s=0").unwrap_err().to_string();
+        assert!(msg.contains("window_s") && msg.contains("`all`"), "{msg}");
+        let msg = s.set_arg("format=parquet").unwrap_err().to_string();
+        assert!(
+            msg.contains("parquet") && msg.contains("auto, azure"),
+            "{msg}"
+        );
+        assert!(s.set_arg("format=auto,azure").is_err(), "one format only");
+        assert!(s.set_arg("trace=").is_err(), "an empty path");
+        assert_eq!(
+            s.number("rate_scale").unwrap(),
+            1.0,
+            "unchanged by failures"
+        );
     }
 }

@@ -17,6 +17,8 @@
 //! `--short` ([`SHORT`]) runs fewer batches, rounds and trials with the same
 //! request shapes. `--set KEY=VALUE` applies to every experiment that has
 //! KEY (engine options: all of them); `--set NAME.KEY=VALUE` to one.
+//! `trace_replay` needs a trace file: it runs only with `--set
+//! trace_replay.trace=FILE` and is otherwise skipped with a note on stderr.
 
 use crate::backend::{build_backends, Backend, Mode};
 use crate::catalogue::{self, Experiment};
@@ -96,6 +98,12 @@ pub fn is_validation_metric(metric: &str) -> bool {
 
 fn accepts(exp: &dyn Experiment, key: &str) -> bool {
     exp.params().iter().any(|p| p.key == key) || ENGINE_KEYS.iter().any(|(k, _)| *k == key)
+}
+
+/// An experiment that replays a trace file (a `trace` setting) but was given
+/// none: validation skips it rather than fail, as no trace ships as a default.
+fn needs_a_trace(exp: &dyn Experiment, settings: &Settings) -> bool {
+    exp.params().iter().any(|p| p.key == "trace") && matches!(settings.path("trace"), Ok(None))
 }
 
 /// Each experiment's settings: defaults, `--short`, then every `--set`.
@@ -193,6 +201,14 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     let (mut all_errors, mut failures) = (Vec::new(), Vec::new());
     let started = Instant::now();
     for (exp, s) in exps.iter().zip(&settings) {
+        if needs_a_trace(*exp, s) {
+            eprintln!(
+                "{}: skipped, no trace given (--set {}.trace=FILE replays one)",
+                exp.name(),
+                exp.name()
+            );
+            continue;
+        }
         let t0 = Instant::now();
         match run_experiment(*exp, s, &backends, &opts) {
             Ok(output) => {
@@ -310,6 +326,19 @@ mod tests {
         assert!(format!("{e:#}").contains("rounds"), "{e:#}");
         let e = plan_settings(&exps, &args(&["--set", "batches"])).unwrap_err();
         assert!(format!("{e:#}").contains("KEY=VALUE"), "{e:#}");
+    }
+
+    #[test]
+    fn trace_replay_is_skipped_only_without_a_trace() {
+        let exps = catalogue::all();
+        let at = |name: &str| exps.iter().position(|e| e.name() == name).unwrap();
+        let (replay, mix) = (at("trace_replay"), at("poisson_mix"));
+        let s = plan_settings(&exps, &args(&[])).unwrap();
+        assert!(needs_a_trace(exps[replay], &s[replay]));
+        assert!(!needs_a_trace(exps[mix], &s[mix]), "no trace setting");
+        let given = args(&["--set", "trace_replay.trace=t.csv"]);
+        let s = plan_settings(&exps, &given).unwrap();
+        assert!(!needs_a_trace(exps[replay], &s[replay]));
     }
 
     #[test]

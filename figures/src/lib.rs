@@ -14,7 +14,9 @@
 //!   [`Source::Real`] solid with filled markers, [`Source::Sim`] dashed with
 //!   hollow ones. A [`Series::wide`] series is drawn three times as thick,
 //!   with larger markers, and before the others, so a thinner series on the
-//!   same points stays visible on top of it.
+//!   same points stays visible on top of it. A series with more than
+//!   [`MAX_MARKED_POINTS`] drawable points (a distribution, a time series)
+//!   is drawn as a line without markers; its legend entry keeps the marker.
 //! - [`Kind::Bars`]: grouped bars on a categorical axis. `x_ticks` names the
 //!   categories; a series' point `(i, v)` is its bar in category `i` (other
 //!   x values are ignored). Without `x_ticks`, the distinct x values of the
@@ -88,6 +90,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
 
+pub use lines::MAX_MARKED_POINTS;
 pub use style::{style_of, Marker, SeriesStyle};
 
 /// Where a series' numbers come from.

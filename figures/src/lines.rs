@@ -83,6 +83,10 @@ pub(crate) fn marker<DB: DrawingBackend, C: Clone>(
         + PathElement::new(closed, colour.stroke_width(2))
 }
 
+/// A series with more drawable points than this is a plain line, without
+/// point markers (a distribution or a time series, not a sweep).
+pub const MAX_MARKED_POINTS: usize = 60;
+
 /// Sides of the polygon drawn for a circle marker.
 pub(crate) const CIRCLE_SIDES: u32 = 16;
 
@@ -120,11 +124,14 @@ where
                 ))?;
             }
         }
-        ctx.draw_series(
-            points
-                .iter()
-                .map(|&p| marker::<DB, (f64, f64)>(p, style.marker, colour, filled, series.wide)),
-        )?;
+        // Markers on hundreds of points would merge into a thick smear.
+        if points.len() <= MAX_MARKED_POINTS {
+            ctx.draw_series(
+                points.iter().map(|&p| {
+                    marker::<DB, (f64, f64)>(p, style.marker, colour, filled, series.wide)
+                }),
+            )?;
+        }
     }
     Ok(())
 }

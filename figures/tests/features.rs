@@ -321,6 +321,27 @@ fn a_wide_series_is_drawn_first_and_thicker() {
 }
 
 #[test]
+fn a_series_of_hundreds_of_points_is_a_line_without_markers() {
+    let dir = Scratch::new("unmarked");
+    let dense: Vec<(f64, f64)> = (0..300).map(|i| (i as f64, (i % 7) as f64)).collect();
+    let sparse: Vec<(f64, f64)> = (0..=figures::MAX_MARKED_POINTS)
+        .map(|i| (i as f64, 3.0))
+        .collect();
+    let polygons = |points: &[(f64, f64)]| {
+        let chart = lines_chart(vec![series("s", Source::Real, points)]);
+        let svg = draw_svg(&chart, &dir, &format!("n{}", points.len()));
+        assert!(!elements(&svg, "polyline").is_empty(), "the line is drawn");
+        elements(&svg, "polygon").len()
+    };
+    // The legend's sample marker is a polygon too.
+    let legend = polygons(&dense);
+    assert!(legend <= 2, "no marker per point: {legend} polygons");
+    let marked = &sparse[..figures::MAX_MARKED_POINTS];
+    assert_eq!(polygons(marked), figures::MAX_MARKED_POINTS + legend);
+    assert_eq!(polygons(&sparse), legend, "one point past the limit");
+}
+
+#[test]
 fn the_legend_box_covers_no_marker() {
     let dir = Scratch::new("legend");
     // Curves along the top and the bottom leave no free corner.

@@ -115,6 +115,14 @@ pub fn run_with<R: ModelRunner, C: Clock>(
     Ok(records)
 }
 
+/// The engine's queues and KV cache after a step, as its record keeps them.
+struct Occupancy {
+    kv_blocks_used: usize,
+    kv_blocks_total: usize,
+    waiting_seqs: usize,
+    running_seqs: usize,
+}
+
 struct LoopState {
     options: RunOptions,
     arrivals: ArrivalQueue,
@@ -256,7 +264,14 @@ impl LoopState {
             record.finish_reason.clear();
             record.finish_reason.push_str(finish_reason(reason));
         }
-        self.push_step(engine_index, start, end, shape, kv_blocks_used);
+        let occupancy = Occupancy {
+            kv_blocks_used,
+            // The pool's block 0 is the null block, never handed out.
+            kv_blocks_total: engine.kv_cache().num_blocks().saturating_sub(1),
+            waiting_seqs: engine.num_waiting(),
+            running_seqs: engine.num_running(),
+        };
+        self.push_step(engine_index, start, end, shape, occupancy);
         for (id, _) in finished {
             for arrival in workload.on_finish(id.0, end) {
                 self.enqueue(arrival)?;
@@ -271,7 +286,7 @@ impl LoopState {
         start: f64,
         end: f64,
         shape: engine::BatchShape,
-        kv_blocks_used: usize,
+        occupancy: Occupancy,
     ) {
         let counts = shape.counts();
         let shape = if self.options.record_step_shapes {
@@ -289,7 +304,10 @@ impl LoopState {
             prefill_tokens: counts.prefill_tokens,
             context_tokens: counts.context_tokens,
             max_context: counts.max_context,
-            kv_blocks_used,
+            kv_blocks_used: occupancy.kv_blocks_used,
+            kv_blocks_total: occupancy.kv_blocks_total,
+            waiting_seqs: occupancy.waiting_seqs,
+            running_seqs: occupancy.running_seqs,
             shape,
         });
     }

@@ -64,7 +64,15 @@ pub struct StepRecord {
     /// Sum over sequences of the context after the step.
     pub context_tokens: usize,
     pub max_context: usize,
+    /// KV blocks held by requests after the step (null block excluded).
     pub kv_blocks_used: usize,
+    /// KV blocks the engine can hand out (its pool less the null block), so
+    /// `kv_blocks_used / kv_blocks_total` is the cache's occupancy.
+    pub kv_blocks_total: usize,
+    /// Requests queued for admission after the step (new and preempted).
+    pub waiting_seqs: usize,
+    /// Requests holding a place in the running batch after the step.
+    pub running_seqs: usize,
     /// The batch's full composition, for re-pricing with another cost model.
     #[serde(skip)]
     pub shape: BatchShape,

@@ -1,5 +1,6 @@
-//! The experiment catalogue (docs/experiments.md: five experiments plus
-//! `poisson_mix`, the validation workload) and the interface each implements.
+//! The experiment catalogue (docs/experiments.md: five experiments,
+//! `poisson_mix`, the validation workload, and `trace_replay`, a request
+//! trace at its recorded times) and the interface each implements.
 //!
 //! Contract: an [`Experiment`] turns settings and a seed into conditions
 //! (engine settings + a seeded script each, condition `i` seeded from
@@ -14,6 +15,7 @@ mod poisson_mix;
 mod prefix_cache;
 mod salt_isolation;
 mod timing_leak;
+mod trace_replay;
 
 use crate::charts::ChartSpec;
 use crate::script::Script;
@@ -91,6 +93,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &salt_isolation::SaltIsolation,
         &timing_leak::TimingLeak,
         &poisson_mix::PoissonMix,
+        &trace_replay::TraceReplayExp,
     ]
 }
 

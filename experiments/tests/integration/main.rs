@@ -15,3 +15,4 @@ mod real_mode;
 mod run_output;
 mod shipped_profiles;
 mod subtitles;
+mod trace_replay;

@@ -5,10 +5,9 @@
 
 use crate::common;
 
-use common::scratch;
+use common::{scratch, tiny_cpu_profile, TINY_CPU};
 use experiments::run_cli;
 use std::path::Path;
-use std::sync::OnceLock;
 
 fn run(args: &[&str]) -> anyhow::Result<()> {
     run_cli(std::iter::once("exp").chain(args.iter().copied()))
@@ -90,25 +89,6 @@ const TINY: &[(&str, &[&str])] = &[
         ],
     ),
 ];
-
-const TINY_CPU: &[&str] = &["--backend", "cpu", "--model", "tiny", "--quiet"];
-
-/// A profile of the tiny model measured on the CPU runner: what `--mode
-/// both --backend cpu` compares the CPU runner with. Calibrated once for
-/// every test that needs it (one rep per grid point: the fit's quality does
-/// not matter here).
-fn tiny_cpu_profile() -> &'static str {
-    static PROFILE: OnceLock<String> = OnceLock::new();
-    PROFILE.get_or_init(|| {
-        let path = scratch("real-cpu-profile").join("tiny-cpu.ron");
-        let p = path.to_str().unwrap().to_string();
-        let mut args = vec!["calibrate", "--out", &p, "--grid", "small"];
-        args.extend_from_slice(&["--reps", "1", "--warmup", "0"]);
-        args.extend_from_slice(TINY_CPU);
-        run(&args).unwrap_or_else(|e| panic!("calibrate: {e:#}"));
-        p
-    })
-}
 
 fn assert_files(dir: &Path, files: &[&str]) {
     for f in files {

@@ -31,7 +31,7 @@ pub const REQUESTS_COLUMNS: [&str; 13] = [
 ];
 
 /// The columns of `steps.csv`, in order: [`StepRow`]'s fields.
-pub const STEPS_COLUMNS: [&str; 10] = [
+pub const STEPS_COLUMNS: [&str; 13] = [
     "engine",
     "start_ms",
     "duration_ms",
@@ -42,6 +42,9 @@ pub const STEPS_COLUMNS: [&str; 10] = [
     "context_tokens",
     "max_context",
     "kv_blocks_used",
+    "kv_blocks_total",
+    "waiting_seqs",
+    "running_seqs",
 ];
 
 /// Milliseconds as the files write them: 6 decimals.
@@ -115,6 +118,9 @@ pub struct StepRow {
     pub context_tokens: usize,
     pub max_context: usize,
     pub kv_blocks_used: usize,
+    pub kv_blocks_total: usize,
+    pub waiting_seqs: usize,
+    pub running_seqs: usize,
 }
 
 impl From<&StepRecord> for StepRow {
@@ -130,6 +136,9 @@ impl From<&StepRecord> for StepRow {
             context_tokens: s.context_tokens,
             max_context: s.max_context,
             kv_blocks_used: s.kv_blocks_used,
+            kv_blocks_total: s.kv_blocks_total,
+            waiting_seqs: s.waiting_seqs,
+            running_seqs: s.running_seqs,
         }
     }
 }
@@ -202,6 +211,9 @@ mod tests {
             context_tokens: 40,
             max_context: 20,
             kv_blocks_used: 7,
+            kv_blocks_total: 100,
+            waiting_seqs: 4,
+            running_seqs: 3,
             shape: BatchShape::default(),
         }
     }
@@ -231,7 +243,7 @@ mod tests {
         let text = String::from_utf8(buf).unwrap();
         assert_eq!(text.lines().next(), Some(STEPS_COLUMNS.join(",").as_str()));
         let row = text.lines().nth(1).unwrap();
-        assert_eq!(row, "0,1.000000,0.500000,5,1,2,3,40,20,7");
+        assert_eq!(row, "0,1.000000,0.500000,5,1,2,3,40,20,7,100,4,3");
     }
 
     #[test]

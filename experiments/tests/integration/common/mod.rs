@@ -6,6 +6,7 @@ use experiments::catalogue;
 use experiments::driver::{evaluate, Evaluation};
 use experiments::table::{Cell, Table};
 use indicatif::ProgressBar;
+use std::sync::OnceLock;
 
 /// Runs experiment `name` in sim mode with `sets` (key=value) applied, no files.
 pub fn evaluate_sim(name: &str, sets: &[&str], seed: u64) -> Evaluation {
@@ -59,4 +60,25 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
+}
+
+/// The CPU runner on the tiny model, quietly: real mode in a few seconds.
+pub const TINY_CPU: &[&str] = &["--backend", "cpu", "--model", "tiny", "--quiet"];
+
+/// A profile of the tiny model measured on the CPU runner: what `--mode
+/// both --backend cpu` compares the CPU runner with. Calibrated once for
+/// every test that needs it (one rep per grid point: the fit's quality does
+/// not matter here).
+pub fn tiny_cpu_profile() -> &'static str {
+    static PROFILE: OnceLock<String> = OnceLock::new();
+    PROFILE.get_or_init(|| {
+        let path = scratch("real-cpu-profile").join("tiny-cpu.ron");
+        let p = path.to_str().unwrap().to_string();
+        let mut args = vec!["calibrate", "--out", &p, "--grid", "small"];
+        args.extend_from_slice(&["--reps", "1", "--warmup", "0"]);
+        args.extend_from_slice(TINY_CPU);
+        experiments::run_cli(std::iter::once("exp").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("calibrate: {e:#}"));
+        p
+    })
 }
