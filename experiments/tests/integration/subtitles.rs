@@ -60,3 +60,45 @@ fn every_figure_of_a_sim_run_names_the_gpu_cost_model_and_model() {
         assert!(!text.contains("(real)"), "{name}: sim only");
     }
 }
+
+#[test]
+fn every_svg_of_every_experiment_names_the_gpu_and_the_model() {
+    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/traces/servetwin_two_tenants.csv");
+    let trace = trace.to_str().unwrap();
+    let out = scratch("subtitles-every-experiment");
+    let out = out.to_str().unwrap();
+    let mut figures = 0;
+    for exp in experiments::catalogue::all() {
+        let name = exp.name();
+        let mut args = vec!["exp", "run", name, "--mode", "sim", "--quiet", "--out", out];
+        if name == "trace_replay" {
+            args.extend_from_slice(&["--trace", trace]);
+        }
+        run_cli(args.iter().copied()).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let dir = std::path::Path::new(out).join(name);
+        let svgs: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "svg"))
+            .collect();
+        assert!(!svgs.is_empty(), "{name} drew no figure");
+        for svg in &svgs {
+            let words: Vec<String> = std::fs::read_to_string(svg)
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            for word in ["h200-sxm", "qwen3-0.6b"] {
+                assert!(
+                    words.iter().any(|w| w == word),
+                    "{} lacks {word:?}",
+                    svg.display()
+                );
+            }
+        }
+        figures += svgs.len();
+    }
+    // 2 + 3 + 1 + 2 + 2 + 1 + 4 figures across the seven experiments.
+    assert_eq!(figures, 15);
+}
