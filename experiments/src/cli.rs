@@ -78,6 +78,8 @@ enum Command {
     Validate(crate::validate::ValidateArgs),
     /// Capacity plan: per GPU, step costs, KV capacity, max request rate under latency targets.
     Plan(crate::plan::PlanArgs),
+    /// OpenAI-compatible HTTP server over the engine (docs/serve.md).
+    Serve(crate::serve_cmd::ServeArgs),
 }
 
 fn find(name: &str) -> anyhow::Result<&'static dyn Experiment> {
@@ -141,6 +143,7 @@ where
         Command::Calibrate(args) => crate::calibrate::run(&args)?,
         Command::Validate(args) => crate::validate::run(&args)?,
         Command::Plan(args) => drop(crate::plan::run(&args)?),
+        Command::Serve(args) => crate::serve_cmd::run(&args)?,
         Command::List => list(),
         Command::Show { name } => show(find(&name)?)?,
         Command::Run {

@@ -25,6 +25,7 @@ pub mod generate;
 pub mod output;
 pub mod plan;
 pub mod script;
+pub mod serve_cmd;
 pub mod settings;
 pub mod stats;
 pub mod table;

@@ -26,6 +26,8 @@ pub enum ServeError {
     Tokenizer { path: String, message: String },
     #[error("time_scale = {0} is invalid: give a finite number > 0 (1 = real time, 0.01 = 100x faster)")]
     TimeScale(f64),
+    #[error("starting the tokio runtime: {0}")]
+    Runtime(#[source] std::io::Error),
     #[error("installing the SIGINT/SIGTERM handlers: {0}")]
     Signal(#[source] std::io::Error),
     #[error("the engine loop failed: {0}")]

@@ -24,5 +24,5 @@ pub mod server;
 pub mod text;
 
 pub use error::{ApiError, ServeError};
-pub use server::{start, RunningServer, ServerConfig, ShutdownSignals};
+pub use server::{serve_blocking, start, RunningServer, ServerConfig, ShutdownSignals};
 pub use text::TextCodec;

@@ -166,3 +166,23 @@ impl ShutdownSignals {
         }
     }
 }
+
+/// For a synchronous caller (`exp serve`): builds a tokio runtime, starts the
+/// server, installs the signal handlers, calls `on_ready` with the bound
+/// address, and serves until SIGINT or SIGTERM has drained it.
+pub fn serve_blocking<R: ModelRunner + Send + 'static>(
+    engine: EngineCore<R>,
+    config: ServerConfig,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    runtime.block_on(async move {
+        let signals = ShutdownSignals::install()?;
+        let server = start(engine, config).await?;
+        on_ready(server.addr());
+        server.run_until_signal(signals).await
+    })
+}
