@@ -4,11 +4,12 @@
 //! Contract:
 //! - Commands (submit, abort, stop) arrive on a channel; those that arrive
 //!   during a step are handled after it, as in vLLM's engine core loop.
-//! - A submission is refused (400, with the engine's or this loop's reason)
-//!   when it can never run: the engine's own checks (empty prompt,
-//!   prompt + max_tokens over `max_model_len`), or more KV blocks than the
-//!   whole pool holds. Otherwise it queues, however long the queue: overload
-//!   delays requests and loses none.
+//! - A submission is refused (400, with the engine's reason) when it can
+//!   never run: empty prompt, or prompt + max_tokens over `max_model_len`.
+//!   That also covers "more KV blocks than the pool": `EngineCore::new`
+//!   refuses a pool that cannot hold one request of `max_model_len`.
+//!   Otherwise it queues, however long the queue: overload delays requests
+//!   and loses none.
 //! - A step whose runner reports a modeled time (the simulated runner) lasts
 //!   that time × `time_scale` on the wall clock, measured from the step's
 //!   start; its tokens and finishes are sent at the step's end, when a real
@@ -136,11 +137,10 @@ impl<R: ModelRunner> LoopState<R> {
     }
 
     fn submit(&mut self, s: Submission) {
-        let verdict = self.admissible(&s).and_then(|()| {
-            self.engine
-                .add_request(s.request.clone())
-                .map_err(|e| ApiError::bad_request(e.to_string(), Some("prompt")))
-        });
+        let verdict = self
+            .engine
+            .add_request(s.request.clone())
+            .map_err(|e| ApiError::bad_request(e.to_string(), Some("prompt")));
         match verdict {
             Ok(()) => {
                 self.requests.insert(
@@ -163,27 +163,6 @@ impl<R: ModelRunner> LoopState<R> {
                 let _ = s.reply.send(Err(e));
             }
         }
-    }
-
-    /// A request needing more blocks than the pool has would wait forever.
-    fn admissible(&self, s: &Submission) -> Result<(), ApiError> {
-        let config = self.engine.config();
-        let tokens = s.request.prompt_token_ids.len() + s.request.max_tokens;
-        let needed = config.blocks_for(tokens);
-        let pool = self.engine.kv_cache().num_blocks().saturating_sub(1);
-        if needed > pool {
-            return Err(ApiError::bad_request(
-                format!(
-                    "prompt ({}) + max_tokens ({}) needs {needed} KV blocks of {} tokens, \
-                     but the pool has {pool}; shorten the prompt or lower max_tokens",
-                    s.request.prompt_token_ids.len(),
-                    s.request.max_tokens,
-                    config.block_size
-                ),
-                Some("prompt"),
-            ));
-        }
-        Ok(())
     }
 
     fn abort(&mut self, id: RequestId) {
@@ -234,7 +213,9 @@ impl<R: ModelRunner> LoopState<R> {
             self.abort(id);
         }
         let generated = outcome.tokens.len() as u64;
+        let preempted = outcome.preempted.len() as u64;
         self.metrics.update(|m| {
+            m.num_preemptions += preempted;
             m.prompt_tokens += first_prompt_tokens;
             m.generation_tokens += generated;
             ttft.iter().for_each(|v| m.time_to_first_token.observe(*v));

@@ -11,6 +11,7 @@
 //! - `vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total`
 //!   (counters, tokens): prompt tokens looked up in the prefix cache and
 //!   found there;
+//! - `vllm:num_preemptions_total` (counter): requests preempted (recompute);
 //! - `vllm:prompt_tokens_total` (prompt tokens of requests that produced a
 //!   first token), `vllm:generation_tokens_total` (output tokens sent);
 //! - `vllm:time_to_first_token_seconds` (arrival at the server to first token)
@@ -78,6 +79,7 @@ pub struct MetricsState {
     pub kv_cache_usage: f64,
     pub prefix_cache_queries: u64,
     pub prefix_cache_hits: u64,
+    pub num_preemptions: u64,
     pub prompt_tokens: u64,
     pub generation_tokens: u64,
     pub time_to_first_token: Histogram,
@@ -92,6 +94,7 @@ impl Default for MetricsState {
             kv_cache_usage: 0.0,
             prefix_cache_queries: 0,
             prefix_cache_hits: 0,
+            num_preemptions: 0,
             prompt_tokens: 0,
             generation_tokens: 0,
             time_to_first_token: Histogram::new(TTFT_BUCKETS),
@@ -163,6 +166,12 @@ impl Metrics {
             "counter",
             "Prefix cache hits, in terms of number of cached tokens.",
             s.prefix_cache_hits.to_string(),
+        );
+        scalar(
+            "vllm:num_preemptions_total",
+            "counter",
+            "Cumulative number of preemptions from the engine.",
+            s.num_preemptions.to_string(),
         );
         scalar(
             "vllm:prompt_tokens_total",
