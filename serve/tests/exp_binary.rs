@@ -1,0 +1,129 @@
+//! `exp serve` as a process: it prints its address, answers, and exits 0
+//! on SIGINT after draining; bad arguments fail with messages naming them.
+//!
+//! The `exp` binary belongs to the experiments crate, so cargo does not
+//! build it for this crate's tests; [`exp_binary`] runs `cargo build` for it
+//! once (a no-op when `cargo test --workspace` has built it already).
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, OnceLock};
+use std::time::Duration;
+
+fn exp_binary() -> &'static Path {
+    static EXP: OnceLock<PathBuf> = OnceLock::new();
+    EXP.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/<test binary>
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        build.args(["build", "--quiet", "-p", "experiments", "--bin", "exp", "--manifest-path"]);
+        build.arg(&workspace);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("cargo runs");
+        assert!(status.success(), "building exp failed");
+        profile_dir.join("exp")
+    })
+}
+
+/// Starts `exp serve ARGS --port 0` and returns it with its address.
+fn spawn_server(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(exp_binary())
+        .arg("serve")
+        .args(args)
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("exp starts");
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (lines, first) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = lines.send(line);
+    });
+    // Seconds at most; the bound only stops a broken binary hanging the test.
+    let line = first.recv_timeout(Duration::from_secs(120)).unwrap_or_default();
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (child, addr)
+}
+
+fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exp_serve_answers_and_exits_cleanly_on_sigint() {
+    let (mut child, addr) = spawn_server(&["--mode", "sim", "--set", "time_scale=0.01", "--set", "max_model_len=512"]);
+    let client = reqwest::Client::new();
+    let body = json!({"model": "qwen3-0.6b", "prompt": "Hello, world", "max_tokens": 8});
+    let reply: Value = client
+        .post(format!("http://{addr}/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["usage"]["prompt_tokens"], 12, "{reply}");
+    assert_eq!(reply["usage"]["completion_tokens"], 8);
+    let models: Value = client
+        .get(format!("http://{addr}/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["max_model_len"], 512);
+    let metrics = client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("vllm:generation_tokens_total{model_name=\"qwen3-0.6b\"} 8"), "{metrics}");
+    interrupt(&child);
+    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "exp serve exited with {status}");
+}
+
+fn failure(args: &[&str]) -> String {
+    let out = Command::new(exp_binary())
+        .arg("serve")
+        .args(args)
+        .args(["--port", "0"])
+        .output()
+        .expect("exp runs");
+    assert!(!out.status.success(), "exp serve {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn real_mode_and_bad_settings_fail_with_messages_naming_them() {
+    let text = failure(&["--mode", "real"]);
+    assert!(text.contains("--mode real is not built yet"), "{text}");
+    let text = failure(&["--set", "time_scale=fast"]);
+    assert!(text.contains("time_scale"), "{text}");
+    let text = failure(&["--set", "time_scale=0"]);
+    assert!(text.contains("time_scale = 0"), "{text}");
+    let text = failure(&["--set", "no_such_option=1"]);
+    assert!(text.contains("no_such_option"), "{text}");
+}
