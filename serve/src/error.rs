@@ -24,7 +24,9 @@ pub enum ServeError {
     Http(#[source] std::io::Error),
     #[error("tokenizer {path}: {message}")]
     Tokenizer { path: String, message: String },
-    #[error("time_scale = {0} is invalid: give a finite number > 0 (1 = real time, 0.01 = 100x faster)")]
+    #[error(
+        "time_scale = {0} is invalid: give a finite number > 0 (1 = real time, 0.01 = 100x faster)"
+    )]
     TimeScale(f64),
     #[error("starting the tokio runtime: {0}")]
     Runtime(#[source] std::io::Error),

@@ -21,7 +21,9 @@ use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 pub enum Event {
     /// Scheduled for the first time; `cached_tokens` of the prompt were in
     /// the prefix cache.
-    Admitted { cached_tokens: usize },
+    Admitted {
+        cached_tokens: usize,
+    },
     Token(u32),
     Finished(FinishReason),
     Failed(String),

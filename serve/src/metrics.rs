@@ -208,7 +208,10 @@ fn histogram(out: &mut String, name: &str, help: &str, label: &str, h: &Histogra
     let mut cumulative = 0;
     for (bound, count) in h.bounds.iter().zip(&h.counts) {
         cumulative += count;
-        let _ = writeln!(out, "{name}_bucket{{{label},le=\"{bound:?}\"}} {cumulative}");
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{label},le=\"{bound:?}\"}} {cumulative}"
+        );
     }
     let _ = writeln!(out, "{name}_bucket{{{label},le=\"+Inf\"}} {}", h.count);
     let _ = writeln!(out, "{name}_sum{{{label}}} {}", h.sum);
@@ -251,6 +254,8 @@ mod tests {
         assert!(text.contains(&format!(
             "vllm:time_to_first_token_seconds_bucket{{{label},le=\"+Inf\"}} 3"
         )));
-        assert!(text.contains(&format!("vllm:time_to_first_token_seconds_count{{{label}}} 3")));
+        assert!(text.contains(&format!(
+            "vllm:time_to_first_token_seconds_count{{{label}}} 3"
+        )));
     }
 }

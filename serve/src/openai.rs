@@ -126,7 +126,10 @@ fn max_tokens(map: &Map<String, Value>, field: &str) -> Result<Option<usize>, Ap
     Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
 }
 
-fn params(map: &Map<String, Value>, max_tokens_fields: &[&str]) -> Result<GenerationParams, ApiError> {
+fn params(
+    map: &Map<String, Value>,
+    max_tokens_fields: &[&str],
+) -> Result<GenerationParams, ApiError> {
     match present(map, "n") {
         None => {}
         Some(v) if v.as_u64() == Some(1) => {}
@@ -187,9 +190,14 @@ fn prompt(map: &Map<String, Value>) -> Result<PromptInput, ApiError> {
                 return Err(batch_error())
             }
             Some(Value::String(s)) => PromptInput::Text(s.clone()),
-            Some(Value::Array(inner)) => PromptInput::Tokens(token_ids(inner).ok_or_else(|| {
-                ApiError::bad_request("`prompt` token ids must be integers in 0..2^32", Some(field))
-            })?),
+            Some(Value::Array(inner)) => {
+                PromptInput::Tokens(token_ids(inner).ok_or_else(|| {
+                    ApiError::bad_request(
+                        "`prompt` token ids must be integers in 0..2^32",
+                        Some(field),
+                    )
+                })?)
+            }
             _ => PromptInput::Tokens(token_ids(items).ok_or_else(|| {
                 ApiError::bad_request(
                     "`prompt` must be a string or a list of non-negative integer token ids",
@@ -224,10 +232,12 @@ fn content(value: Option<&Value>, index: usize) -> Result<String, ApiError> {
                 match part.get("type").and_then(Value::as_str) {
                     Some("text") => match part.get("text") {
                         Some(Value::String(s)) => text.push_str(s),
-                        _ => return Err(ApiError::bad_request(
-                            format!("`{field}`: a text part needs a string `text`"),
-                            Some(&field),
-                        )),
+                        _ => {
+                            return Err(ApiError::bad_request(
+                                format!("`{field}`: a text part needs a string `text`"),
+                                Some(&field),
+                            ))
+                        }
                     },
                     other => {
                         return Err(ApiError::bad_request(

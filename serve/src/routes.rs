@@ -65,7 +65,16 @@ async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
         PromptInput::Text(text) => encode(&app, &text),
     };
     match tokens {
-        Ok(t) => generate(app, Kind::Completion, t, request.params, DEFAULT_COMPLETION_TOKENS).await,
+        Ok(t) => {
+            generate(
+                app,
+                Kind::Completion,
+                t,
+                request.params,
+                DEFAULT_COMPLETION_TOKENS,
+            )
+            .await
+        }
         Err(e) => e.into_response(),
     }
 }
@@ -100,7 +109,10 @@ async fn generate(
     if let Some(model) = &params.model {
         if *model != app.model {
             return ApiError::not_found(
-                format!("The model `{model}` does not exist; this server serves `{}`", app.model),
+                format!(
+                    "The model `{model}` does not exist; this server serves `{}`",
+                    app.model
+                ),
                 Some("model"),
             )
             .into_response();
@@ -110,13 +122,22 @@ async fn generate(
     let max_tokens = params.max_tokens.unwrap_or(default_max_tokens).max(1);
     let stream = match app
         .engine
-        .submit(tokens, max_tokens, params.ignore_eos, params.cache_salt.clone())
+        .submit(
+            tokens,
+            max_tokens,
+            params.ignore_eos,
+            params.cache_salt.clone(),
+        )
         .await
     {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    let prefix = if kind == Kind::Chat { "chatcmpl" } else { "cmpl" };
+    let prefix = if kind == Kind::Chat {
+        "chatcmpl"
+    } else {
+        "cmpl"
+    };
     let header = Header {
         kind,
         id: format!("{prefix}-{:016x}", stream.id().0),
@@ -136,7 +157,12 @@ async fn generate(
 
 /// Waits for every token; dropping this future (a client gone) drops the
 /// stream, which aborts the request.
-async fn collect(app: &App, header: Header, mut stream: RequestStream, mut usage: Usage) -> Response {
+async fn collect(
+    app: &App,
+    header: Header,
+    mut stream: RequestStream,
+    mut usage: Usage,
+) -> Response {
     let mut text = String::new();
     while let Some(event) = stream.next().await {
         match event {
@@ -145,7 +171,9 @@ async fn collect(app: &App, header: Header, mut stream: RequestStream, mut usage
                 usage.completion_tokens += 1;
                 text.push_str(&app.codec.decode_token(t));
             }
-            Event::Finished(reason) => return Json(header.full(&text, reason, usage)).into_response(),
+            Event::Finished(reason) => {
+                return Json(header.full(&text, reason, usage)).into_response()
+            }
             Event::Failed(message) => return engine_failed(&message),
         }
     }
@@ -221,7 +249,9 @@ fn sse_stream(
             }
             None => {
                 s.done = true;
-                vec![failed_events("the engine loop stopped before the request finished")]
+                vec![failed_events(
+                    "the engine loop stopped before the request finished",
+                )]
             }
         };
         Some((stream::iter(events), s))
@@ -230,8 +260,10 @@ fn sse_stream(
 }
 
 fn failed_events(message: &str) -> Result<SseEvent, Infallible> {
-    data(&json!({"error": {"message": message, "type": "InternalServerError",
-                           "param": null, "code": 500}}))
+    data(
+        &json!({"error": {"message": message, "type": "InternalServerError",
+                           "param": null, "code": 500}}),
+    )
 }
 
 async fn models(State(app): State<Arc<App>>) -> Json<Value> {
@@ -259,7 +291,10 @@ async fn health(State(app): State<Arc<App>>) -> StatusCode {
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         app.metrics.render(),
     )
         .into_response()

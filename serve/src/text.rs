@@ -31,10 +31,11 @@ impl std::fmt::Debug for TextCodec {
 
 impl TextCodec {
     pub fn from_file(path: &Path) -> Result<Self, ServeError> {
-        let tokenizer = tokenizers::Tokenizer::from_file(path).map_err(|e| ServeError::Tokenizer {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let tokenizer =
+            tokenizers::Tokenizer::from_file(path).map_err(|e| ServeError::Tokenizer {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
         Ok(TextCodec::Tokenizer(Box::new(tokenizer)))
     }
 
@@ -94,7 +95,10 @@ mod tests {
             role: "user".into(),
             content: "hi".into(),
         }]);
-        assert_eq!(text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            text,
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
     }
 
     #[test]

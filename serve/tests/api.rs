@@ -16,7 +16,11 @@ async fn completion_returns_every_token_and_usage() {
     assert_eq!(reply["model"], MODEL);
     let choice = &reply["choices"][0];
     assert_eq!(choice["finish_reason"], "length");
-    assert_eq!(choice["text"].as_str().unwrap().len(), 7, "one letter per token");
+    assert_eq!(
+        choice["text"].as_str().unwrap().len(),
+        7,
+        "one letter per token"
+    );
     let usage = &reply["usage"];
     assert_eq!(usage["prompt_tokens"], 40);
     assert_eq!(usage["completion_tokens"], 7);
@@ -65,7 +69,11 @@ async fn stream_without_include_usage_has_no_usage_chunk() {
     let server = start().await;
     let body = json!({"prompt": prompt_ids(1, 20), "max_tokens": 3, "stream": true});
     let data = stream(&server, "/v1/completions", &body).await;
-    assert_eq!(data.len(), 3 + 1 + 1, "tokens, the closing chunk, [DONE]: {data:?}");
+    assert_eq!(
+        data.len(),
+        3 + 1 + 1,
+        "tokens, the closing chunk, [DONE]: {data:?}"
+    );
     assert!(data.iter().all(|d| !d.contains("\"usage\"")));
     server.shutdown().await.unwrap();
 }
@@ -84,7 +92,13 @@ async fn chat_answers_whole_and_streamed() {
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["object"], "chat.completion");
     assert_eq!(reply["choices"][0]["message"]["role"], "assistant");
-    assert_eq!(reply["choices"][0]["message"]["content"].as_str().unwrap().len(), 4);
+    assert_eq!(
+        reply["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .len(),
+        4
+    );
     // The ChatML template around 8 + 5 bytes of content.
     let template = "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n";
     assert_eq!(reply["usage"]["prompt_tokens"], template.len());
@@ -97,7 +111,11 @@ async fn chat_answers_whole_and_streamed() {
     let content: String = data[1..]
         .iter()
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(String::from))
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
         .collect();
     assert_eq!(content.len(), 4);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
@@ -136,7 +154,12 @@ async fn metrics_count_known_requests() {
         let body = json!({"prompt": prompt_ids(7, 32), "max_tokens": 4});
         assert_eq!(post(&server, "/v1/completions", &body).await.0, 200);
     }
-    let text = reqwest::get(url(&server, "/metrics")).await.unwrap().text().await.unwrap();
+    let text = reqwest::get(url(&server, "/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert_eq!(metric_value(&text, "vllm:num_requests_running"), 0.0);
     assert_eq!(metric_value(&text, "vllm:num_requests_waiting"), 0.0);
     assert_eq!(metric_value(&text, "vllm:kv_cache_usage_perc"), 0.0);
@@ -145,8 +168,14 @@ async fn metrics_count_known_requests() {
     assert_eq!(metric_value(&text, "vllm:prefix_cache_queries_total"), 64.0);
     // The second request found the first's two full blocks but the last.
     assert_eq!(metric_value(&text, "vllm:prefix_cache_hits_total"), 16.0);
-    assert_eq!(metric_value(&text, "vllm:time_to_first_token_seconds_count"), 2.0);
-    assert_eq!(metric_value(&text, "vllm:inter_token_latency_seconds_count"), 6.0);
+    assert_eq!(
+        metric_value(&text, "vllm:time_to_first_token_seconds_count"),
+        2.0
+    );
+    assert_eq!(
+        metric_value(&text, "vllm:inter_token_latency_seconds_count"),
+        6.0
+    );
     assert!(metric_value(&text, "vllm:time_to_first_token_seconds_sum") > 0.0);
     assert!(text.contains("# TYPE vllm:inter_token_latency_seconds histogram"));
     assert!(text.contains(&format!(
@@ -158,7 +187,12 @@ async fn metrics_count_known_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_and_health_answer() {
     let server = start().await;
-    let models: Value = reqwest::get(url(&server, "/v1/models")).await.unwrap().json().await.unwrap();
+    let models: Value = reqwest::get(url(&server, "/v1/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(models["object"], "list");
     assert_eq!(models["data"][0]["id"], MODEL);
     assert_eq!(models["data"][0]["max_model_len"], 256);
@@ -192,25 +226,66 @@ async fn malformed_and_impossible_requests_get_400_bodies() {
     assert_bad_request(s, &r, None);
     let (s, r) = post_raw(&server, "/v1/chat/completions", "not json").await;
     assert_bad_request(s, &r, None);
-    let (s, r) = post(&server, "/v1/completions", &json!({"prompt": [1, 2], "max_tokens": -4})).await;
+    let (s, r) = post(
+        &server,
+        "/v1/completions",
+        &json!({"prompt": [1, 2], "max_tokens": -4}),
+    )
+    .await;
     assert_bad_request(s, &r, Some("max_tokens"));
-    let (s, r) = post(&server, "/v1/completions", &json!({"prompt": [1, 2], "max_tokens": "4"})).await;
+    let (s, r) = post(
+        &server,
+        "/v1/completions",
+        &json!({"prompt": [1, 2], "max_tokens": "4"}),
+    )
+    .await;
     assert_bad_request(s, &r, Some("max_tokens"));
-    let (s, r) = post(&server, "/v1/completions", &json!({"prompt": {"text": "a"}})).await;
+    let (s, r) = post(
+        &server,
+        "/v1/completions",
+        &json!({"prompt": {"text": "a"}}),
+    )
+    .await;
     assert_bad_request(s, &r, Some("prompt"));
-    let (s, r) = post(&server, "/v1/completions", &json!({"prompt": "a", "stream": 1})).await;
+    let (s, r) = post(
+        &server,
+        "/v1/completions",
+        &json!({"prompt": "a", "stream": 1}),
+    )
+    .await;
     assert_bad_request(s, &r, Some("stream"));
     let (s, r) = post(&server, "/v1/chat/completions", &json!({"messages": "hi"})).await;
     assert_bad_request(s, &r, Some("messages"));
     // Longer than max_model_len: the engine's own check.
-    let (s, r) = post(&server, "/v1/completions", &json!({"prompt": prompt_ids(0, 250), "max_tokens": 10})).await;
+    let (s, r) = post(
+        &server,
+        "/v1/completions",
+        &json!({"prompt": prompt_ids(0, 250), "max_tokens": 10}),
+    )
+    .await;
     assert_bad_request(s, &r, Some("prompt"));
-    assert!(r["error"]["message"].as_str().unwrap().contains("max_model_len"), "{r}");
-    let (s, r) = post(&server, "/v1/completions", &json!({"prompt": [], "max_tokens": 10})).await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_model_len"),
+        "{r}"
+    );
+    let (s, r) = post(
+        &server,
+        "/v1/completions",
+        &json!({"prompt": [], "max_tokens": 10}),
+    )
+    .await;
     assert_bad_request(s, &r, Some("prompt"));
     // None of them took a block or stayed in a queue.
     assert_eq!(metric(&server, "vllm:num_requests_waiting").await, 0.0);
-    let (s, _) = post(&server, "/v1/completions", &json!({"prompt": prompt_ids(0, 240), "max_tokens": 16})).await;
+    let (s, _) = post(
+        &server,
+        "/v1/completions",
+        &json!({"prompt": prompt_ids(0, 240), "max_tokens": 16}),
+    )
+    .await;
     assert_eq!(s, 200, "a request of max_model_len still runs");
     server.shutdown().await.unwrap();
 }
@@ -218,7 +293,12 @@ async fn malformed_and_impossible_requests_get_400_bodies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_model_name_is_404() {
     let server = start().await;
-    let (status, reply) = post(&server, "/v1/completions", &json!({"model": "gpt-4", "prompt": "a"})).await;
+    let (status, reply) = post(
+        &server,
+        "/v1/completions",
+        &json!({"model": "gpt-4", "prompt": "a"}),
+    )
+    .await;
     assert_eq!(status, 404);
     assert_eq!(reply["error"]["type"], "NotFoundError");
     assert_eq!(reply["error"]["param"], "model");

@@ -17,10 +17,21 @@ fn exp_binary() -> &'static Path {
     EXP.get_or_init(|| {
         let exe = std::env::current_exe().expect("test binary path");
         // target/<profile>/deps/<test binary>
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>");
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
         let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        build.args(["build", "--quiet", "-p", "experiments", "--bin", "exp", "--manifest-path"]);
+        build.args([
+            "build",
+            "--quiet",
+            "-p",
+            "experiments",
+            "--bin",
+            "exp",
+            "--manifest-path",
+        ]);
         build.arg(&workspace);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
@@ -49,7 +60,9 @@ fn spawn_server(args: &[&str]) -> (Child, String) {
         let _ = lines.send(line);
     });
     // Seconds at most; the bound only stops a broken binary hanging the test.
-    let line = first.recv_timeout(Duration::from_secs(120)).unwrap_or_default();
+    let line = first
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_default();
     let addr = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("http://"))
@@ -68,7 +81,14 @@ fn interrupt(child: &Child) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exp_serve_answers_and_exits_cleanly_on_sigint() {
-    let (mut child, addr) = spawn_server(&["--mode", "sim", "--set", "time_scale=0.01", "--set", "max_model_len=512"]);
+    let (mut child, addr) = spawn_server(&[
+        "--mode",
+        "sim",
+        "--set",
+        "time_scale=0.01",
+        "--set",
+        "max_model_len=512",
+    ]);
     let client = reqwest::Client::new();
     let body = json!({"model": "qwen3-0.6b", "prompt": "Hello, world", "max_tokens": 8});
     let reply: Value = client
@@ -99,9 +119,15 @@ async fn exp_serve_answers_and_exits_cleanly_on_sigint() {
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains("vllm:generation_tokens_total{model_name=\"qwen3-0.6b\"} 8"), "{metrics}");
+    assert!(
+        metrics.contains("vllm:generation_tokens_total{model_name=\"qwen3-0.6b\"} 8"),
+        "{metrics}"
+    );
     interrupt(&child);
-    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success(), "exp serve exited with {status}");
 }
 

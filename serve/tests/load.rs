@@ -21,7 +21,11 @@ fn tally(data: &[String]) -> (usize, u64, bool) {
             tokens += 1;
         }
     }
-    (tokens, usage, data.last().map(String::as_str) == Some("[DONE]"))
+    (
+        tokens,
+        usage,
+        data.last().map(String::as_str) == Some("[DONE]"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,7 +56,10 @@ async fn two_hundred_concurrent_streams_get_every_token() {
         let data = task.await.unwrap().unwrap();
         assert_eq!(tally(&data), (20, 20, true), "stream {i}: {data:?}");
     }
-    assert_eq!(metric(&server, "vllm:generation_tokens_total").await, 4000.0);
+    assert_eq!(
+        metric(&server, "vllm:generation_tokens_total").await,
+        4000.0
+    );
     assert_eq!(metric(&server, "vllm:num_requests_running").await, 0.0);
     server.shutdown().await.unwrap();
 }
@@ -78,7 +85,13 @@ async fn overload_queues_and_preempts_but_loses_nothing() {
             let url = url(&server, "/v1/completions");
             tokio::spawn(async move {
                 let body = json!({"prompt": prompt_ids(i * 200, 100), "max_tokens": 60});
-                client.post(url).json(&body).send().await?.json::<Value>().await
+                client
+                    .post(url)
+                    .json(&body)
+                    .send()
+                    .await?
+                    .json::<Value>()
+                    .await
             })
         })
         .collect();
@@ -87,7 +100,10 @@ async fn overload_queues_and_preempts_but_loses_nothing() {
         assert_eq!(reply["usage"]["completion_tokens"], 60, "{reply}");
         assert_eq!(reply["choices"][0]["text"].as_str().unwrap().len(), 60);
     }
-    assert_eq!(metric(&server, "vllm:generation_tokens_total").await, 2400.0);
+    assert_eq!(
+        metric(&server, "vllm:generation_tokens_total").await,
+        2400.0
+    );
     assert!(metric(&server, "vllm:num_preemptions_total").await > 0.0);
     assert_eq!(metric(&server, "vllm:kv_cache_usage_perc").await, 0.0);
     server.shutdown().await.unwrap();
@@ -179,7 +195,11 @@ async fn shutdown_drains_running_requests_and_refuses_new_ones() {
     assert_eq!(reply["error"]["type"], "ServiceUnavailableError");
     let data = sse_data(&running.text().await.unwrap());
     let (tokens, _, done) = tally(&data);
-    assert_eq!((tokens, done), (300, true), "the running request finished whole");
+    assert_eq!(
+        (tokens, done),
+        (300, true),
+        "the running request finished whole"
+    );
     stopping.await.unwrap().unwrap();
     assert!(
         client.get(&health_url).send().await.is_err(),

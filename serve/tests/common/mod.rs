@@ -120,7 +120,10 @@ pub async fn wait_for_metric(server: &RunningServer, name: &str, value: f64) {
         if now == value {
             return;
         }
-        assert!(Instant::now() < deadline, "{name} stayed at {now}, expected {value}");
+        assert!(
+            Instant::now() < deadline,
+            "{name} stayed at {now}, expected {value}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
