@@ -304,3 +304,37 @@ async fn another_model_name_is_404() {
     assert_eq!(reply["error"]["param"], "model");
     server.shutdown().await.unwrap();
 }
+
+/// A word-level tokenizer knowing three words (ids 1-3); others are `[UNK]` (0).
+const TOKENIZER_JSON: &str = r###"{
+  "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+  "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null,
+  "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
+  "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "the": 1, "of": 2, "and": 3}, "unk_token": "[UNK]"}
+}"###;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokenizer_counts_words_and_decodes_outputs() {
+    let path = std::env::temp_dir().join(format!("serve-tokenizer-{}.json", std::process::id()));
+    std::fs::write(&path, TOKENIZER_JSON).unwrap();
+    let mut config = serve::ServerConfig::local(MODEL);
+    config.codec = serve::TextCodec::from_file(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let server = start_server(small_config(), config).await;
+    let body = json!({"prompt": "the of and the", "max_tokens": 3});
+    let (status, reply) = post(&server, "/v1/completions", &body).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["usage"]["prompt_tokens"], 4, "one token per word");
+    let text = reply["choices"][0]["text"].as_str().unwrap();
+    let words = ["[UNK]", "the", "of", "and"];
+    let mut rest = text;
+    for _ in 0..3 {
+        let word = words
+            .iter()
+            .find(|w| rest.trim_start().starts_with(*w))
+            .unwrap_or_else(|| panic!("{text:?} is not made of the vocabulary's words"));
+        rest = &rest.trim_start()[word.len()..];
+    }
+    assert!(rest.trim().is_empty(), "{text:?}");
+    server.shutdown().await.unwrap();
+}

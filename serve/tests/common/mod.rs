@@ -32,11 +32,15 @@ pub fn small_config() -> EngineConfig {
 }
 
 pub async fn start_with(config: EngineConfig, time_scale: f64) -> RunningServer {
+    let mut server = ServerConfig::local(MODEL);
+    server.time_scale = time_scale;
+    start_server(config, server).await
+}
+
+pub async fn start_server(config: EngineConfig, server: ServerConfig) -> RunningServer {
     let blocks = config.num_gpu_blocks.unwrap_or(1024);
     let runner = SimRunner::new(Arc::new(FixedCost), blocks);
     let engine = EngineCore::new(config, runner).expect("valid engine config");
-    let mut server = ServerConfig::local(MODEL);
-    server.time_scale = time_scale;
     serve::start(engine, server).await.expect("server starts")
 }
 
