@@ -71,6 +71,22 @@ fn spawn_server(args: &[&str]) -> (Child, String) {
     (child, addr)
 }
 
+/// The exit status; a process still running after 60 s (a drain that never
+/// ends) is killed and the test fails.
+fn wait_bounded(mut child: Child) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait on exp") {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("exp serve did not exit after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn interrupt(child: &Child) {
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -124,9 +140,8 @@ async fn exp_serve_answers_and_exits_cleanly_on_sigint() {
         "{metrics}"
     );
     interrupt(&child);
-    let status = tokio::task::spawn_blocking(move || child.wait())
+    let status = tokio::task::spawn_blocking(move || wait_bounded(child))
         .await
-        .unwrap()
         .unwrap();
     assert!(status.success(), "exp serve exited with {status}");
 }

@@ -177,11 +177,17 @@ async fn shutdown_drains_running_requests_and_refuses_new_ones() {
     let refused_url = url(&server, "/v1/completions");
     let stopping = tokio::spawn(server.shutdown());
     let client = reqwest::Client::new();
+    // The drain starts at once; the bound only stops a broken server hanging the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let status = client.get(&health_url).send().await.unwrap().status();
         if status == 503 {
             break;
         }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/health never turned 503"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let refused = client
