@@ -97,7 +97,7 @@ fn interrupt(child: &Child) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exp_serve_answers_and_exits_cleanly_on_sigint() {
-    let (mut child, addr) = spawn_server(&[
+    let (child, addr) = spawn_server(&[
         "--mode",
         "sim",
         "--set",
