@@ -46,6 +46,8 @@ enum Command {
     Validate(crate::validate::ValidateArgs),
     /// Capacity plan: per GPU, step costs, KV capacity, max request rate under latency targets.
     Plan(crate::plan::PlanArgs),
+    /// OpenAI-compatible HTTP server over the engine (docs/serve.md).
+    Serve(crate::serve_cmd::ServeArgs),
 }
 
 /// The experiment called `name`, or an error listing the known ones.
@@ -129,6 +131,7 @@ where
         Command::Calibrate(args) => crate::calibrate::run(&args)?,
         Command::Validate(args) => crate::validate::run(&args)?,
         Command::Plan(args) => drop(crate::plan::run(&args)?),
+        Command::Serve(args) => crate::serve_cmd::run(&args)?,
         Command::List => write_stdout(&list())?,
         Command::Show { name } => write_stdout(&show(find(&name)?)?)?,
         Command::Run(args) => crate::run_cmd::run(&args)?,

@@ -32,6 +32,7 @@ pub mod run_cmd;
 pub mod run_dir;
 pub mod script;
 pub mod seeds;
+pub mod serve_cmd;
 pub mod settings;
 pub mod stats;
 pub mod table;

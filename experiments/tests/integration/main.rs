@@ -13,6 +13,7 @@ mod plan_parts;
 mod plan_steady;
 mod real_mode;
 mod run_output;
+mod serve_process;
 mod shipped_profiles;
 mod subtitles;
 mod trace_replay;

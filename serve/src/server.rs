@@ -1,0 +1,188 @@
+//! Starting, running and stopping the server.
+//!
+//! Contract: [`start`] binds the address (port 0: an ephemeral port, see
+//! [`RunningServer::addr`]), starts the engine loop thread and serves HTTP
+//! on the current tokio runtime. [`RunningServer::shutdown`] drains: new
+//! generation requests get 503 (and `/health` 503) while every request
+//! already submitted finishes; then the listener closes, open connections
+//! end, the engine loop stops and its thread is joined.
+//! [`RunningServer::run_until_signal`] does the same on SIGINT or SIGTERM.
+
+use crate::engine_loop;
+use crate::error::ServeError;
+use crate::metrics::Metrics;
+use crate::routes::{router, App};
+use crate::text::TextCodec;
+use engine::{EngineCore, ModelRunner};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How often a drain checks whether the last request has finished.
+const DRAIN_POLL: Duration = Duration::from_millis(5);
+
+/// Everything about the server that is not the engine.
+#[derive(Debug)]
+pub struct ServerConfig {
+    pub addr: SocketAddr,
+    /// The name `/v1/models` lists and requests must use (or leave out).
+    pub model_name: String,
+    /// Wall-clock seconds per modeled second of a simulated step: 1 is real
+    /// time, 0.01 runs 100× faster (for tests).
+    pub time_scale: f64,
+    pub codec: TextCodec,
+}
+
+impl ServerConfig {
+    /// Loopback, an ephemeral port, real time, the byte stand-in codec.
+    pub fn local(model_name: &str) -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            model_name: model_name.to_string(),
+            time_scale: 1.0,
+            codec: TextCodec::Bytes,
+        }
+    }
+}
+
+pub struct RunningServer {
+    addr: SocketAddr,
+    shutdown: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), ServeError>>,
+}
+
+/// Binds, starts the engine loop and serves until shut down.
+pub async fn start<R: ModelRunner + Send + 'static>(
+    engine: EngineCore<R>,
+    config: ServerConfig,
+) -> Result<RunningServer, ServeError> {
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.addr.to_string(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(ServeError::Http)?;
+    let metrics = Arc::new(Metrics::new(&config.model_name));
+    let (handle, engine_thread) = engine_loop::spawn(engine, config.time_scale, metrics.clone())?;
+    let app = Arc::new(App {
+        engine: handle.clone(),
+        codec: config.codec,
+        model: config.model_name,
+        metrics,
+    });
+    let (shutdown, requested) = oneshot::channel::<()>();
+    let drain_handle = handle.clone();
+    let drained = async move {
+        // A dropped sender (the RunningServer gone) also means stop.
+        let _ = requested.await;
+        drain_handle.start_draining();
+        while drain_handle.in_flight() > 0 {
+            tokio::time::sleep(DRAIN_POLL).await;
+        }
+    };
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, router(app))
+            .with_graceful_shutdown(drained)
+            .await
+            .map_err(ServeError::Http);
+        handle.stop();
+        let joined = tokio::task::spawn_blocking(move || engine_thread.join())
+            .await
+            .map_err(|_| ServeError::EnginePanicked)?;
+        served?;
+        joined.map_err(|_| ServeError::EnginePanicked)?
+    });
+    Ok(RunningServer {
+        addr,
+        shutdown,
+        task,
+    })
+}
+
+impl RunningServer {
+    /// The bound address (the real port when 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Drains and stops; returns once the engine loop thread has ended.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        // The server task may have ended on its own; its result says why.
+        let _ = self.shutdown.send(());
+        self.task.await.map_err(|_| ServeError::EnginePanicked)?
+    }
+
+    /// Serves until one of `signals` arrives, then drains as [`Self::shutdown`].
+    pub async fn run_until_signal(self, signals: ShutdownSignals) -> Result<(), ServeError> {
+        let RunningServer {
+            addr,
+            shutdown,
+            mut task,
+        } = self;
+        tokio::select! {
+            result = &mut task => result.map_err(|_| ServeError::EnginePanicked)?,
+            () = signals.wait() => RunningServer { addr, shutdown, task }.shutdown().await,
+        }
+    }
+}
+
+/// SIGINT and SIGTERM handlers, installed before the server says it is
+/// ready so that a signal sent right after never kills the process outright.
+pub struct ShutdownSignals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    /// Needs a tokio runtime.
+    pub fn install() -> Result<Self, ServeError> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                interrupt: signal(SignalKind::interrupt()).map_err(ServeError::Signal)?,
+                terminate: signal(SignalKind::terminate()).map_err(ServeError::Signal)?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            // Without the handler there is no clean stop to wait for.
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// For a synchronous caller (`exp serve`): builds a tokio runtime, starts the
+/// server, installs the signal handlers, calls `on_ready` with the bound
+/// address, and serves until SIGINT or SIGTERM has drained it.
+pub fn serve_blocking<R: ModelRunner + Send + 'static>(
+    engine: EngineCore<R>,
+    config: ServerConfig,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    runtime.block_on(async move {
+        let signals = ShutdownSignals::install()?;
+        let server = start(engine, config).await?;
+        on_ready(server.addr());
+        server.run_until_signal(signals).await
+    })
+}
