@@ -1,4 +1,4 @@
-//! poisson_mix's request shapes, script and settings checks.
+//! poisson_mix's script (arrivals, lengths, shared prefixes) and its refusal of impossible settings.
 
 use super::*;
 use crate::catalogue::default_settings;
