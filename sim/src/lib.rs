@@ -7,6 +7,7 @@
 //! same [`records::RunRecords`].
 
 pub mod clock;
+pub mod cluster;
 pub mod cost;
 pub mod event_loop;
 pub mod gpu;
@@ -16,7 +17,7 @@ pub mod workload;
 
 pub use clock::{Clock, VirtualClock, WallClock};
 pub use cost::{CostModel, CostTerms, ModelShape, RooflineEfficiencies, RooflineModel};
-pub use event_loop::{run, run_with, RunError, RunOptions};
+pub use event_loop::{run, run_routed, run_with, RoutedRun, RunError, RunOptions};
 pub use gpu::GpuSpec;
 pub use records::{RequestRecord, RunRecords, StepRecord};
 pub use sim_runner::SimRunner;
