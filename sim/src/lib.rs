@@ -5,6 +5,7 @@
 //! simulation (time jumps to the next arrival or to the end of the step the
 //! cost model predicts), the wall clock makes it a real run. Both produce the
 //! same [`records::RunRecords`].
+//! [`cluster`] routes requests over a fleet of replicas ([`run_routed`]).
 
 pub mod clock;
 pub mod cluster;
