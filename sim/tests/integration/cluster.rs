@@ -341,3 +341,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn routing_ignores_the_engine_the_workload_named() {
+    let workload = || {
+        let maker = RequestMaker::new(
+            PromptSource::default(),
+            PromptLayout::Unique { tokens: 8 },
+            2,
+            0,
+        )
+        .expect("valid maker");
+        let mut config = OpenLoopConfig::new(ArrivalProcess::Poisson { rate_per_s: 50.0 }, 12, 0);
+        config.num_engines = 8;
+        OpenLoop::new(config, maker).expect("valid workload")
+    };
+    let mut engines = vec![engine_with_blocks(400), engine_with_blocks(400)];
+    let err = run(&mut engines, &mut VirtualClock::new(), &mut workload()).expect_err("engine 2");
+    assert!(
+        matches!(err, RunError::NoSuchEngine { engines: 2, .. }),
+        "{err}"
+    );
+    let run = routed(2, 400, "least-outstanding", &mut workload());
+    assert_eq!(run.records.requests.len(), 12);
+    assert!(run.replica_of.iter().all(|&r| r < 2));
+}
