@@ -15,6 +15,9 @@
 //! - Engines may be reused from an earlier run (a warm prefix cache), but
 //!   must have no unfinished requests; the prefix-cache counters in the
 //!   records count this run only, and time starts at the clock's `now()`.
+//! - With a router ([`run_routed`]) each arrival's replica is the router's
+//!   pick when the arrival is handed to an engine, not the arrival's
+//!   `engine`; without one, runs are exactly as if routing did not exist.
 //! - Steps that schedule nothing are not recorded; an engine with unfinished
 //!   requests that schedules nothing twice in a row is stuck, and the run
 //!   fails naming those requests ([`RunError::Stuck`]).
@@ -22,6 +25,7 @@
 mod queue;
 
 use crate::clock::Clock;
+use crate::cluster::{Fleet, Router};
 use crate::records::{RequestRecord, RunRecords, StepRecord};
 use crate::workload::{Arrival, Workload};
 use engine::{EngineCore, FinishReason, ModelRunner, RequestError, RequestId, StepOutcome};
@@ -45,6 +49,8 @@ pub enum RunError {
          are unfinished; the KV cache is probably too small for them"
     )]
     Stuck { engine: usize, requests: Vec<u64> },
+    #[error("a routed run needs at least one engine to route to")]
+    EmptyFleet,
     #[error("request {id} arrives at {time} s: arrival times must be finite")]
     BadArrivalTime { id: u64, time: f64 },
     #[error("engine {engine} reported request {id}, which the run never sent it")]
@@ -84,8 +90,46 @@ pub fn run_with<R: ModelRunner, C: Clock>(
     workload: &mut dyn Workload,
     options: &RunOptions,
 ) -> Result<RunRecords, RunError> {
+    drive(engines, clock, workload, options, None).map(|(records, _)| records)
+}
+
+/// A routed run's records and where each request went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutedRun {
+    pub records: RunRecords,
+    /// `replica_of[i]` is the replica of `records.requests[i]`.
+    pub replica_of: Vec<usize>,
+}
+
+/// [`run_with`], with `router` choosing each request's replica among
+/// `engines` (see [`crate::cluster`]). Fails on an empty fleet.
+pub fn run_routed<R: ModelRunner, C: Clock>(
+    engines: &mut [EngineCore<R>],
+    clock: &mut C,
+    workload: &mut dyn Workload,
+    router: &mut dyn Router,
+    options: &RunOptions,
+) -> Result<RoutedRun, RunError> {
+    if engines.is_empty() {
+        return Err(RunError::EmptyFleet);
+    }
+    let (records, replica_of) = drive(engines, clock, workload, options, Some(router))?;
+    Ok(RoutedRun {
+        records,
+        replica_of,
+    })
+}
+
+fn drive<R: ModelRunner, C: Clock>(
+    engines: &mut [EngineCore<R>],
+    clock: &mut C,
+    workload: &mut dyn Workload,
+    options: &RunOptions,
+    mut router: Option<&mut dyn Router>,
+) -> Result<(RunRecords, Vec<usize>), RunError> {
     let stats_before: Vec<(u64, u64)> = engines.iter().map(|e| e.prefix_cache_stats()).collect();
     let mut state = LoopState::new(engines.len(), clock.now(), options.clone());
+    state.routed = router.is_some();
     for arrival in workload.initial() {
         state.enqueue(arrival)?;
     }
@@ -98,10 +142,12 @@ pub fn run_with<R: ModelRunner, C: Clock>(
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         match (next_step, state.arrivals.next_time()) {
             (None, None) => break,
-            (None, Some(t)) => state.deliver_at(t, engines, clock)?,
-            (Some((s, _)), Some(t)) if t <= s => state.deliver_at(t, engines, clock)?,
+            (None, Some(t)) => state.deliver_at(t, engines, clock, &mut router)?,
+            (Some((s, _)), Some(t)) if t <= s => {
+                state.deliver_at(t, engines, clock, &mut router)?
+            }
             (Some((s, engine)), _) => {
-                state.deliver_at(s, engines, clock)?;
+                state.deliver_at(s, engines, clock, &mut router)?;
                 state.step(engine, &mut engines[engine], clock, workload)?;
             }
         }
@@ -112,7 +158,7 @@ pub fn run_with<R: ModelRunner, C: Clock>(
         records.prefix_cache_queries += queries.saturating_sub(queries_before);
         records.prefix_cache_hits += hits.saturating_sub(hits_before);
     }
-    Ok(records)
+    Ok((records, state.engine_of))
 }
 
 /// The engine's queues and KV cache after a step, as its record keeps them.
@@ -135,6 +181,8 @@ struct LoopState {
     /// Engine of each request record.
     engine_of: Vec<usize>,
     index: RecordIndex,
+    /// A router picks each arrival's engine, so `Arrival::engine` is unused.
+    routed: bool,
 }
 
 impl LoopState {
@@ -148,11 +196,12 @@ impl LoopState {
             records: RunRecords::default(),
             engine_of: Vec::new(),
             index: RecordIndex::default(),
+            routed: false,
         }
     }
 
     fn enqueue(&mut self, arrival: Arrival) -> Result<(), RunError> {
-        if arrival.engine >= self.free_at.len() {
+        if !self.routed && arrival.engine >= self.free_at.len() {
             return Err(RunError::NoSuchEngine {
                 id: arrival.request.id.0,
                 engine: arrival.engine,
@@ -177,12 +226,23 @@ impl LoopState {
         t: f64,
         engines: &mut [EngineCore<R>],
         clock: &mut C,
+        router: &mut Option<&mut dyn Router>,
     ) -> Result<(), RunError> {
         self.event_time = self.event_time.max(t);
         clock.seek(self.event_time);
         let now = clock.now();
-        while let Some(a) = self.arrivals.pop_due(now) {
+        while let Some(mut a) = self.arrivals.pop_due(now) {
             let id = a.request.id.0;
+            if let Some(router) = router.as_deref_mut() {
+                a.engine = router.route(&a, &Fleet::of_engines(engines));
+                if a.engine >= engines.len() {
+                    return Err(RunError::NoSuchEngine {
+                        id,
+                        engine: a.engine,
+                        engines: engines.len(),
+                    });
+                }
+            }
             let index = self.records.requests.len();
             if !self.index.insert(id, index) {
                 return Err(RequestError::DuplicateId(RequestId(id)).into());

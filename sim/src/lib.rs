@@ -5,8 +5,10 @@
 //! simulation (time jumps to the next arrival or to the end of the step the
 //! cost model predicts), the wall clock makes it a real run. Both produce the
 //! same [`records::RunRecords`].
+//! [`cluster`] routes requests over a fleet of replicas ([`run_routed`]).
 
 pub mod clock;
+pub mod cluster;
 pub mod cost;
 pub mod event_loop;
 pub mod gpu;
@@ -16,7 +18,7 @@ pub mod workload;
 
 pub use clock::{Clock, VirtualClock, WallClock};
 pub use cost::{CostModel, CostTerms, ModelShape, RooflineEfficiencies, RooflineModel};
-pub use event_loop::{run, run_with, RunError, RunOptions};
+pub use event_loop::{run, run_routed, run_with, RoutedRun, RunError, RunOptions};
 pub use gpu::GpuSpec;
 pub use records::{RequestRecord, RunRecords, StepRecord};
 pub use sim_runner::SimRunner;

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod cluster;
 mod event_loop;
 mod loop_properties;
 mod prompts;

@@ -1,0 +1,152 @@
+//! Request routing over a fleet of replicas.
+//!
+//! Contract:
+//! - A [`Router`] picks the replica of each request when the event loop hands
+//!   the request to an engine (its arrival time, or the end of the step during
+//!   which it arrived), from a read-only [`Fleet`] view of every replica at
+//!   that moment. The `engine` an [`Arrival`] carries is ignored.
+//! - Routers are deterministic: the same arrivals seen against the same fleet
+//!   states give the same replicas. Ties go to the lowest replica index.
+//! - [`run_routed`] runs a workload through the event loop with a router and
+//!   returns the records together with each request's replica; the plain
+//!   [`crate::run`] / [`crate::run_with`] are untouched by routing.
+//! - A router never sees an empty fleet: [`run_routed`] refuses one.
+
+mod routers;
+
+pub use crate::event_loop::{run_routed, RoutedRun};
+pub use routers::{
+    AffinityKey, ConversationAffinity, LeastKvUsage, LeastOutstanding, PrefixCacheAware, RoundRobin,
+};
+
+use crate::workload::Arrival;
+use engine::kv_cache::hashing::extend_block_hashes;
+use engine::{EngineCore, ModelRunner, Request};
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ClusterError {
+    #[error(
+        "prefix-cache-aware load weight lambda = {0} is invalid: use a finite value >= 0 \
+         (cached tokens one outstanding request is worth)"
+    )]
+    BadLoadWeight(f64),
+}
+
+/// What a router may know of one replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaState {
+    pub running: usize,
+    pub waiting: usize,
+    /// KV blocks held by requests.
+    pub kv_blocks_used: usize,
+    /// KV blocks that can be handed out (the null block excluded).
+    pub kv_blocks_total: usize,
+}
+
+impl ReplicaState {
+    /// Requests sent to the replica and not yet finished.
+    pub fn outstanding(&self) -> usize {
+        self.running + self.waiting
+    }
+}
+
+/// Read-only view of the fleet when one request is routed.
+pub struct Fleet<'a> {
+    states: Vec<ReplicaState>,
+    prefix: Box<dyn PrefixLookup + 'a>,
+}
+
+impl<'a> Fleet<'a> {
+    pub fn new(states: Vec<ReplicaState>, prefix: Box<dyn PrefixLookup + 'a>) -> Self {
+        Self { states, prefix }
+    }
+
+    /// A view of real engines.
+    pub fn of_engines<R: ModelRunner>(engines: &'a [EngineCore<R>]) -> Self {
+        let states = engines
+            .iter()
+            .map(|e| ReplicaState {
+                running: e.num_running(),
+                waiting: e.num_waiting(),
+                kv_blocks_used: e.kv_cache().num_used_blocks(),
+                kv_blocks_total: e.kv_cache().num_blocks().saturating_sub(1),
+            })
+            .collect();
+        Self::new(states, Box::new(EnginePrefixes(engines)))
+    }
+
+    pub fn replicas(&self) -> &[ReplicaState] {
+        &self.states
+    }
+
+    /// Prompt tokens of `request` that `replica` would find in its prefix
+    /// cache if it were admitted now (0 for a replica index out of range).
+    pub fn cached_tokens(&self, replica: usize, request: &Request) -> usize {
+        self.prefix.cached_prefix_tokens(replica, request)
+    }
+
+    /// The replica with the fewest outstanding requests, lowest index first.
+    pub fn least_outstanding(&self) -> usize {
+        argmin_by_key(&self.states, |s| s.outstanding())
+    }
+}
+
+/// The cached-prefix query a [`Fleet`] answers from.
+pub trait PrefixLookup {
+    fn cached_prefix_tokens(&self, replica: usize, request: &Request) -> usize;
+}
+
+/// The prefix caches of real engines.
+struct EnginePrefixes<'a, R: ModelRunner>(&'a [EngineCore<R>]);
+
+impl<R: ModelRunner> PrefixLookup for EnginePrefixes<'_, R> {
+    fn cached_prefix_tokens(&self, replica: usize, request: &Request) -> usize {
+        self.0
+            .get(replica)
+            .map_or(0, |e| cached_prefix_tokens(e, request))
+    }
+}
+
+/// Tokens of `request`'s prompt that `engine`'s prefix cache holds now, as
+/// the engine would count them on admission: whole blocks, leaving at least
+/// the last prompt token to compute. Reads the cache without changing it.
+pub fn cached_prefix_tokens<R: ModelRunner>(engine: &EngineCore<R>, request: &Request) -> usize {
+    let kv = engine.kv_cache();
+    let tokens = &request.prompt_token_ids;
+    if !kv.prefix_caching() || tokens.is_empty() {
+        return 0;
+    }
+    let block_size = kv.block_size();
+    let max_blocks = (tokens.len() - 1) / block_size;
+    let mut hashes = Vec::with_capacity(max_blocks);
+    extend_block_hashes(
+        engine.config().prefix_caching_hash_algo,
+        block_size,
+        tokens,
+        request.cache_salt.as_deref(),
+        &mut hashes,
+        max_blocks,
+    );
+    let hit_blocks = hashes
+        .iter()
+        .take_while(|h| kv.pool().cached_block(h).is_some())
+        .count();
+    hit_blocks * block_size
+}
+
+/// Picks the replica of each arriving request.
+pub trait Router {
+    /// The replica (an index into the fleet) for `arrival`. The fleet is
+    /// never empty.
+    fn route(&mut self, arrival: &Arrival, fleet: &Fleet<'_>) -> usize;
+}
+
+/// Index of the smallest key, the lowest index among equals (0 if empty).
+pub(crate) fn argmin_by_key<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> usize {
+    items
+        .iter()
+        .enumerate()
+        .min_by(|a, b| key(a.1).cmp(&key(b.1)).then(a.0.cmp(&b.0)))
+        .map_or(0, |(i, _)| i)
+}
