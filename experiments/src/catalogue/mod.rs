@@ -13,11 +13,13 @@ mod chunk_sweep;
 mod load;
 mod poisson_mix;
 mod prefix_cache;
+mod router_sweep;
 mod salt_isolation;
 mod timing_leak;
 mod trace_replay;
 
 use crate::charts::ChartSpec;
+use crate::fleet::FleetSpec;
 use crate::script::Script;
 use crate::settings::{ParamSpec, Settings, SettingsError};
 use crate::table::Table;
@@ -51,6 +53,9 @@ pub struct Condition {
     pub engine: EngineConfig,
     pub script: Script,
     pub seed: u64,
+    /// Replicas of `engine` behind a router ([`crate::fleet`]); `None`: one
+    /// engine, as every experiment but `router_sweep` runs.
+    pub fleet: Option<FleetSpec>,
 }
 
 /// What an experiment reports.
@@ -94,6 +99,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &timing_leak::TimingLeak,
         &poisson_mix::PoissonMix,
         &trace_replay::TraceReplayExp,
+        &router_sweep::RouterSweep,
     ]
 }
 
@@ -124,6 +130,7 @@ pub(crate) fn condition(
         engine,
         script,
         seed,
+        fleet: None,
     })
 }
 
