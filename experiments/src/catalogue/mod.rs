@@ -72,6 +72,11 @@ pub trait Experiment: Sync {
     fn name(&self) -> &'static str;
     fn description(&self) -> &'static str;
     fn params(&self) -> &'static [ParamSpec];
+    /// Whether its conditions need the simulator (a fleet of replicas); such
+    /// an experiment is left out of `exp validate`'s default list.
+    fn sim_only(&self) -> bool {
+        false
+    }
     /// Conditions in a fixed order; prompts come from `prompts` (random ids
     /// below the model's vocabulary, or English words through a tokenizer).
     fn plan(

@@ -148,6 +148,10 @@ impl Experiment for RouterSweep {
         PARAMS
     }
 
+    fn sim_only(&self) -> bool {
+        true
+    }
+
     fn plan(
         &self,
         settings: &Settings,
