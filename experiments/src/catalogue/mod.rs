@@ -1,6 +1,7 @@
 //! The experiment catalogue (docs/experiments.md: five experiments,
-//! `poisson_mix`, the validation workload, and `trace_replay`, a request
-//! trace at its recorded times) and the interface each implements.
+//! `poisson_mix`, the validation workload, `trace_replay`, a request trace
+//! at its recorded times, and `router_sweep`, routers over a simulated fleet
+//! of replicas) and the interface each implements.
 //!
 //! Contract: an [`Experiment`] turns settings and a seed into conditions
 //! (engine settings + a seeded script each, condition `i` seeded from
