@@ -214,8 +214,8 @@ impl Experiment for RouterSweep {
         runs: &[RunRecords],
     ) -> Result<Report, ExperimentError> {
         let mut table = Table::new(COLUMNS);
-        // (router, [(replicas, ttft p50)], [(replicas, hit rate)]) in plan order.
-        let mut per_router: Vec<(&'static str, Vec<(f64, f64)>, Vec<(usize, f64)>)> = Vec::new();
+        // Routers in plan order, with their points.
+        let mut per_router: Vec<RouterPoints> = Vec::new();
         for (cond, rec) in conditions.iter().zip(runs) {
             let fleet = cond.fleet.ok_or_else(|| ExperimentError::Incomplete {
                 label: cond.label.clone(),
@@ -234,16 +234,22 @@ impl Experiment for RouterSweep {
                 Cell::num(Some(m.imbalance)),
             ]);
             let name = fleet.router.name();
-            let k = match per_router.iter().position(|(r, ..)| *r == name) {
+            let k = match per_router.iter().position(|p| p.router == name) {
                 Some(k) => k,
                 None => {
-                    per_router.push((name, Vec::new(), Vec::new()));
+                    per_router.push(RouterPoints {
+                        router: name,
+                        ttft_p50: Vec::new(),
+                        hit_rate: Vec::new(),
+                    });
                     per_router.len() - 1
                 }
             };
             let x = fleet.replicas as f64;
-            per_router[k].1.push((x, m.ttft_p50.unwrap_or(f64::NAN)));
-            per_router[k].2.push((fleet.replicas, m.hit_rate));
+            per_router[k]
+                .ttft_p50
+                .push((x, m.ttft_p50.unwrap_or(f64::NAN)));
+            per_router[k].hit_rate.push((fleet.replicas, m.hit_rate));
         }
         Ok(Report {
             summary: table,
@@ -253,7 +259,14 @@ impl Experiment for RouterSweep {
     }
 }
 
-type RouterPoints = (&'static str, Vec<(f64, f64)>, Vec<(usize, f64)>);
+/// One router's points for the figures.
+struct RouterPoints {
+    router: &'static str,
+    /// (replicas, TTFT p50 in ms).
+    ttft_p50: Vec<(f64, f64)>,
+    /// (replicas, hit rate).
+    hit_rate: Vec<(usize, f64)>,
+}
 
 fn charts(per_router: &[RouterPoints]) -> Vec<ChartSpec> {
     let mut ttft = ChartSpec::new(
@@ -263,7 +276,7 @@ fn charts(per_router: &[RouterPoints]) -> Vec<ChartSpec> {
         "TTFT p50 (ms)",
     )
     .y_scale(YScale::Auto);
-    let names: Vec<String> = per_router.iter().map(|(r, ..)| r.to_string()).collect();
+    let names: Vec<String> = per_router.iter().map(|p| p.router.to_string()).collect();
     let mut hits = ChartSpec::new(
         "router_sweep_hit_rate",
         "router_sweep: prefix-cache hit rate per router",
@@ -274,20 +287,21 @@ fn charts(per_router: &[RouterPoints]) -> Vec<ChartSpec> {
     .categories(&names);
     let mut counts: Vec<usize> = per_router
         .iter()
-        .flat_map(|(_, _, h)| h.iter().map(|(n, _)| *n))
+        .flat_map(|p| p.hit_rate.iter().map(|(n, _)| *n))
         .collect();
     counts.sort_unstable();
     counts.dedup();
-    for (name, points, _) in per_router {
-        ttft = ttft.series(*name, points.clone());
+    for p in per_router {
+        ttft = ttft.series(p.router, p.ttft_p50.clone());
     }
     // One bar per replica count in each router's group.
     for n in counts {
         let points = per_router
             .iter()
             .enumerate()
-            .filter_map(|(i, (_, _, h))| {
-                h.iter()
+            .filter_map(|(i, p)| {
+                p.hit_rate
+                    .iter()
                     .find(|(m, _)| *m == n)
                     .map(|(_, rate)| (i as f64, *rate))
             })
