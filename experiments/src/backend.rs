@@ -25,6 +25,7 @@ pub use runner::{RunnerKind, RunnerLimits};
 pub use shipped::{ShippedProfile, SHIPPED};
 pub use sim_backend::SimBackend;
 
+use crate::fleet::FleetSpec;
 use crate::script::Script;
 use engine::EngineConfig;
 use serde::Serialize;
@@ -87,6 +88,18 @@ pub enum BackendError {
     },
     #[error("the real runner failed earlier and could not be rebuilt: {0}")]
     RunnerLost(String),
+    /// A fleet condition on a backend that drives a single engine.
+    #[error(
+        "this condition asks for {replicas} replica(s) behind the {router} router, but the \
+         {backend} backend drives one engine on one device: run it with --mode sim"
+    )]
+    FleetUnsupported {
+        backend: &'static str,
+        replicas: usize,
+        router: &'static str,
+    },
+    #[error("router: {0}")]
+    Router(#[from] sim::cluster::ClusterError),
     #[error(transparent)]
     Engine(#[from] engine::EngineError),
     #[error(transparent)]
@@ -150,6 +163,23 @@ pub trait Backend {
     ) -> Result<RunRecords, BackendError> {
         let _ = observe;
         self.run(engine, script)
+    }
+    /// Runs `script` on `fleet.replicas` engines of `engine`, routed by
+    /// `fleet.router`; each request's tag records its replica
+    /// ([`crate::fleet::tag_with_replica`]). By default a backend drives one
+    /// engine and refuses.
+    fn run_fleet(
+        &self,
+        engine: &EngineConfig,
+        fleet: &FleetSpec,
+        script: &Script,
+    ) -> Result<RunRecords, BackendError> {
+        let _ = (engine, script);
+        Err(BackendError::FleetUnsupported {
+            backend: self.info().mode,
+            replicas: fleet.replicas,
+            router: fleet.router.name(),
+        })
     }
 }
 

@@ -144,6 +144,7 @@ mod tests {
             },
             script: Script { requests },
             seed: 0,
+            fleet: None,
         }
     }
 

@@ -93,12 +93,14 @@ fn run_one(
     c: &Condition,
     observe: &dyn Fn(ProgressEvent),
 ) -> Result<RunRecords, DriverError> {
-    backend
-        .run_observed(&c.engine, &c.script, observe)
-        .map_err(|error| DriverError::Backend {
-            label: c.label.clone(),
-            error,
-        })
+    let run = match &c.fleet {
+        Some(fleet) => backend.run_fleet(&c.engine, fleet, &c.script),
+        None => backend.run_observed(&c.engine, &c.script, observe),
+    };
+    run.map_err(|error| DriverError::Backend {
+        label: c.label.clone(),
+        error,
+    })
 }
 
 /// Runs every condition of `conditions` on `backend`, in condition order

@@ -23,6 +23,7 @@ pub mod cli_args;
 pub mod compare;
 pub mod config_file;
 pub mod driver;
+pub mod fleet;
 pub mod generate;
 pub mod memory;
 pub mod output;

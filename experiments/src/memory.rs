@@ -144,6 +144,12 @@ pub fn condition_cost(c: &Condition, kv_blocks: usize) -> ConditionCost {
     }
 }
 
+/// KV blocks of every engine `c` runs on: one per replica of a fleet.
+fn fleet_kv_blocks(c: &Condition, backend: &dyn Backend) -> usize {
+    let replicas = c.fleet.map_or(1, |f| f.replicas);
+    backend.kv_blocks(&c.engine).unwrap_or(0) * replicas
+}
+
 /// Bytes a run of `conditions` on `backend` needs at its peak: every
 /// condition's kept records, plus what the conditions running at once hold
 /// (as many as rayon has threads when the backend runs them in parallel,
@@ -151,7 +157,7 @@ pub fn condition_cost(c: &Condition, kv_blocks: usize) -> ConditionCost {
 pub fn estimate(conditions: &[Condition], backend: &dyn Backend) -> u64 {
     let costs: Vec<ConditionCost> = conditions
         .iter()
-        .map(|c| condition_cost(c, backend.kv_blocks(&c.engine).unwrap_or(0)))
+        .map(|c| condition_cost(c, fleet_kv_blocks(c, backend)))
         .collect();
     let at_once = if backend.as_parallel().is_some() {
         rayon::current_num_threads().max(1)
@@ -227,12 +233,7 @@ pub fn check_against(
     let costs: Vec<(usize, ConditionCost)> = conditions
         .iter()
         .enumerate()
-        .map(|(i, c)| {
-            (
-                i,
-                condition_cost(c, backend.kv_blocks(&c.engine).unwrap_or(0)),
-            )
-        })
+        .map(|(i, c)| (i, condition_cost(c, fleet_kv_blocks(c, backend))))
         .collect();
     let largest = costs
         .iter()

@@ -180,7 +180,12 @@ fn step_rows(table: &mut Table, condition: &str, errors: &[f64]) {
 
 pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     let exps: Vec<&'static dyn Experiment> = if args.experiments.is_empty() {
+        // Validation compares real runs with simulated ones: an experiment
+        // the real backend cannot run has nothing to compare.
         catalogue::all()
+            .into_iter()
+            .filter(|e| !e.sim_only())
+            .collect()
     } else {
         args.experiments
             .iter()

@@ -5,9 +5,12 @@
 //! search ([`SimBackend::run_arrivals`]) and its cb_sweep on it. KV capacity
 //! is an explicit `num_gpu_blocks`, else the fixed capacity given at
 //! construction (`--mode both`: the real runner's), else what the simulated
-//! GPU's memory holds ([`ResolvedCost::kv_blocks`]).
+//! GPU's memory holds ([`ResolvedCost::kv_blocks`]). A fleet condition
+//! ([`Backend::run_fleet`]) runs that many engines of the same settings, each
+//! with that capacity, through `sim::run_routed`.
 
 use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
+use crate::fleet::{tag_with_replica, FleetSpec};
 use crate::script::{Script, ScriptWorkload};
 use engine::{EngineConfig, EngineCore};
 use sim::{Arrival, RunRecords, SimRunner, VirtualClock, Workload};
@@ -114,5 +117,35 @@ impl Backend for SimBackend {
     fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {
         let mut workload = ScriptWorkload::new(script.clone());
         self.simulate(engine_cfg, &mut workload, &sim::RunOptions::default())
+    }
+
+    fn run_fleet(
+        &self,
+        engine_cfg: &EngineConfig,
+        fleet: &FleetSpec,
+        script: &Script,
+    ) -> Result<RunRecords, BackendError> {
+        let mut router = fleet.router.build()?;
+        // Every replica gets its own copy of the engine and its own KV cache.
+        let engines = (0..fleet.replicas)
+            .map(|_| {
+                let runner =
+                    SimRunner::new(self.cost.model.clone(), self.capacity_blocks(engine_cfg));
+                EngineCore::new(engine_cfg.clone(), runner)
+            })
+            .collect::<Result<Vec<_>, _>>();
+        let mut engines = engines?;
+        let routed = sim::run_routed(
+            &mut engines,
+            &mut VirtualClock::new(),
+            &mut ScriptWorkload::new(script.clone()),
+            router.as_mut(),
+            &sim::RunOptions::default(),
+        )?;
+        let mut records = routed.records;
+        for (request, &replica) in records.requests.iter_mut().zip(&routed.replica_of) {
+            request.tag = tag_with_replica(&request.tag, replica);
+        }
+        Ok(records)
     }
 }

@@ -1,6 +1,7 @@
 //! The experiment catalogue (docs/experiments.md: five experiments,
-//! `poisson_mix`, the validation workload, and `trace_replay`, a request
-//! trace at its recorded times) and the interface each implements.
+//! `poisson_mix`, the validation workload, `trace_replay`, a request trace
+//! at its recorded times, and `router_sweep`, routers over a simulated fleet
+//! of replicas) and the interface each implements.
 //!
 //! Contract: an [`Experiment`] turns settings and a seed into conditions
 //! (engine settings + a seeded script each, condition `i` seeded from
@@ -13,11 +14,13 @@ mod chunk_sweep;
 mod load;
 mod poisson_mix;
 mod prefix_cache;
+mod router_sweep;
 mod salt_isolation;
 mod timing_leak;
 mod trace_replay;
 
 use crate::charts::ChartSpec;
+use crate::fleet::FleetSpec;
 use crate::script::Script;
 use crate::settings::{ParamSpec, Settings, SettingsError};
 use crate::table::Table;
@@ -51,6 +54,9 @@ pub struct Condition {
     pub engine: EngineConfig,
     pub script: Script,
     pub seed: u64,
+    /// Replicas of `engine` behind a router ([`crate::fleet`]); `None`: one
+    /// engine, as every experiment but `router_sweep` runs.
+    pub fleet: Option<FleetSpec>,
 }
 
 /// What an experiment reports.
@@ -67,6 +73,11 @@ pub trait Experiment: Sync {
     fn name(&self) -> &'static str;
     fn description(&self) -> &'static str;
     fn params(&self) -> &'static [ParamSpec];
+    /// Whether its conditions need the simulator (a fleet of replicas); such
+    /// an experiment is left out of `exp validate`'s default list.
+    fn sim_only(&self) -> bool {
+        false
+    }
     /// Conditions in a fixed order; prompts come from `prompts` (random ids
     /// below the model's vocabulary, or English words through a tokenizer).
     fn plan(
@@ -94,6 +105,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &timing_leak::TimingLeak,
         &poisson_mix::PoissonMix,
         &trace_replay::TraceReplayExp,
+        &router_sweep::RouterSweep,
     ]
 }
 
@@ -124,6 +136,7 @@ pub(crate) fn condition(
         engine,
         script,
         seed,
+        fleet: None,
     })
 }
 

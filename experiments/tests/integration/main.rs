@@ -12,6 +12,7 @@ mod plan;
 mod plan_parts;
 mod plan_steady;
 mod real_mode;
+mod router_sweep;
 mod run_output;
 mod serve_process;
 mod shipped_profiles;

@@ -99,6 +99,6 @@ fn every_svg_of_every_experiment_names_the_gpu_and_the_model() {
         }
         figures += svgs.len();
     }
-    // 2 + 3 + 1 + 2 + 2 + 1 + 4 figures across the seven experiments.
-    assert_eq!(figures, 15);
+    // 2 + 3 + 1 + 2 + 2 + 1 + 4 + 2 figures across the eight experiments.
+    assert_eq!(figures, 17);
 }
