@@ -306,7 +306,10 @@ fn charts(per_router: &[RouterPoints]) -> Vec<ChartSpec> {
                     .map(|(_, rate)| (i as f64, *rate))
             })
             .collect();
-        hits = hits.series(format!("{n} replicas"), points);
+        hits = hits.series(
+            format!("{n} replica{}", if n == 1 { "" } else { "s" }),
+            points,
+        );
     }
     vec![ttft, hits]
 }
