@@ -142,11 +142,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut output =
         write_run(exp, &settings, &backends, &opts, staged.path(), &seeds).with_context(context)?;
     let mut printed = output.report.summary.to_csv();
-    if let ([backend], [_, more @ ..]) = (backends.as_slice(), seeds.as_slice()) {
-        if !more.is_empty() {
-            printed = repeat_seeds(exp, &settings, *backend, &opts, &seeds, &mut output)
-                .with_context(context)?;
-        }
+    // More than one seed (sim mode only, one backend: `seed_list`).
+    if let ([backend], [_, _, ..]) = (backends.as_slice(), seeds.as_slice()) {
+        printed = repeat_seeds(exp, &settings, *backend, &opts, &seeds, &mut output)
+            .with_context(context)?;
     }
     let output = driver::commit(staged, output).with_context(context)?;
     if !args.quiet {

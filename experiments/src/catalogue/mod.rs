@@ -11,6 +11,7 @@
 
 mod cb_sweep;
 mod chunk_sweep;
+mod latency;
 mod load;
 mod poisson_mix;
 mod prefix_cache;

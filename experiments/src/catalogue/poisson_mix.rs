@@ -11,6 +11,7 @@
 //! and (with `shared_pct` > 0) a `prefix_tokens` not shorter than
 //! `prompt_max`, are errors, never clamped or silently unused.
 
+use super::latency::latencies;
 use super::{at_least, condition, ms, tagged, Condition, Experiment, ExperimentError, Report};
 use crate::charts::ChartSpec;
 use crate::script::{condition_seed, Gate, ScriptBuilder};
@@ -237,33 +238,18 @@ fn metrics(rec: &RunRecords, label: &str) -> Result<Metrics, ExperimentError> {
         label: label.to_string(),
         message,
     };
-    let mut last = f64::NEG_INFINITY;
-    for r in &reqs {
-        last = last.max(
-            r.finish_s
-                .ok_or_else(|| incomplete(format!("request {} unfinished", r.id)))?,
-        );
+    let lat = latencies(&reqs, label)?;
+    if reqs.is_empty() {
+        return Err(incomplete("no measured request".into()));
     }
-    let first = reqs
-        .iter()
-        .map(|r| r.arrival_s)
-        .reduce(f64::min)
-        .ok_or_else(|| incomplete("no measured request".into()))?;
-    let tokens: usize = reqs.iter().map(|r| r.output_tokens()).sum();
-    let ttfts: Vec<f64> = reqs.iter().filter_map(|r| r.ttft_s()).map(ms).collect();
-    let itls: Vec<f64> = reqs.iter().flat_map(|r| r.itls_s()).map(ms).collect();
     let e2e: Vec<f64> = reqs
         .iter()
         .filter_map(|r| r.finish_s.map(|f| ms(f - r.arrival_s)))
         .collect();
     Ok(Metrics {
-        throughput: if last > first {
-            tokens as f64 / (last - first)
-        } else {
-            f64::NAN
-        },
-        ttft: (median(&ttfts), percentile(&ttfts, 99.0)),
-        itl: (median(&itls), percentile(&itls, 99.0)),
+        throughput: lat.throughput().unwrap_or(f64::NAN),
+        ttft: (median(&lat.ttft_ms), percentile(&lat.ttft_ms, 99.0)),
+        itl: (median(&lat.itl_ms), percentile(&lat.itl_ms, 99.0)),
         e2e: median(&e2e),
         cached: reqs.iter().map(|r| r.cached_tokens).sum(),
         preemptions: reqs.iter().map(|r| r.preemptions).sum(),

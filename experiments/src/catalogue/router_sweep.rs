@@ -12,7 +12,8 @@
 //! prefix-cache hit rate (cached over prompt tokens) and the load imbalance
 //! (most requests on one replica over the mean per replica).
 
-use super::{at_least, condition, ms, Condition, Experiment, ExperimentError, Report};
+use super::latency::latencies;
+use super::{at_least, condition, Condition, Experiment, ExperimentError, Report};
 use crate::charts::ChartSpec;
 use crate::fleet::{replica_of_tag, FleetSpec, RouterChoice, ROUTER_NAMES};
 use crate::script::{condition_seed, Gate, ScriptBuilder};
@@ -346,40 +347,18 @@ fn metrics(
             )));
         }
     }
-    let ttfts: Vec<f64> = rec
-        .requests
-        .iter()
-        .filter_map(|r| r.ttft_s())
-        .map(ms)
-        .collect();
-    let itls: Vec<f64> = rec
-        .requests
-        .iter()
-        .flat_map(|r| r.itls_s())
-        .map(ms)
-        .collect();
-    let start = rec
-        .requests
-        .iter()
-        .map(|r| r.arrival_s)
-        .fold(f64::INFINITY, f64::min);
-    let end = rec
-        .requests
-        .iter()
-        .filter_map(|r| r.token_times_s.last().copied())
-        .fold(f64::NEG_INFINITY, f64::max);
-    let span = end - start;
-    let throughput = (span > 0.0).then(|| rec.output_tokens() as f64 / span);
+    let all: Vec<_> = rec.requests.iter().collect();
+    let lat = latencies(&all, label)?;
     let prompt: usize = rec.requests.iter().map(|r| r.prompt_tokens).sum();
     let cached: usize = rec.requests.iter().map(|r| r.cached_tokens).sum();
     let mean = rec.requests.len() as f64 / replicas as f64;
     let most = per_replica.iter().copied().max().unwrap_or(0) as f64;
     Ok(FleetMetrics {
-        throughput,
-        ttft_p50: percentile(&ttfts, 50.0),
-        ttft_p99: percentile(&ttfts, 99.0),
-        itl_p50: percentile(&itls, 50.0),
-        itl_p99: percentile(&itls, 99.0),
+        throughput: lat.throughput(),
+        ttft_p50: percentile(&lat.ttft_ms, 50.0),
+        ttft_p99: percentile(&lat.ttft_ms, 99.0),
+        itl_p50: percentile(&lat.itl_ms, 50.0),
+        itl_p99: percentile(&lat.itl_ms, 99.0),
         hit_rate: if prompt == 0 {
             0.0
         } else {

@@ -29,7 +29,8 @@
 mod figures;
 mod load;
 
-use super::{condition, ms, Condition, Experiment, ExperimentError, Report};
+use super::latency::latencies;
+use super::{condition, Condition, Experiment, ExperimentError, Report};
 use crate::script::{condition_seed, Gate, ScriptBuilder};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use crate::stats::percentile;
@@ -137,17 +138,7 @@ struct Metrics {
 
 fn metrics(rec: &RunRecords, label: &str) -> Result<Metrics, ExperimentError> {
     let reqs: Vec<_> = rec.requests.iter().filter(|r| r.id != 0).collect();
-    let mut last = f64::NEG_INFINITY;
-    for r in &reqs {
-        let finish = r.finish_s.ok_or_else(|| ExperimentError::Incomplete {
-            label: label.to_string(),
-            message: format!("request {} unfinished", r.id),
-        })?;
-        last = last.max(finish);
-    }
-    let first = reqs.iter().map(|r| r.arrival_s).reduce(f64::min);
-    let duration_s = first.map(|f| last - f).filter(|d| *d > 0.0);
-    let tokens: usize = reqs.iter().map(|r| r.output_tokens()).sum();
+    let lat = latencies(&reqs, label)?;
     let kv_peak_pct = rec
         .steps
         .iter()
@@ -156,10 +147,10 @@ fn metrics(rec: &RunRecords, label: &str) -> Result<Metrics, ExperimentError> {
         .reduce(f64::max);
     Ok(Metrics {
         requests: reqs.len(),
-        duration_s,
-        throughput: duration_s.map(|d| tokens as f64 / d),
-        ttft_ms: reqs.iter().filter_map(|r| r.ttft_s()).map(ms).collect(),
-        itl_ms: reqs.iter().flat_map(|r| r.itls_s()).map(ms).collect(),
+        duration_s: lat.span_s.filter(|d| *d > 0.0),
+        throughput: lat.throughput(),
+        ttft_ms: lat.ttft_ms,
+        itl_ms: lat.itl_ms,
         waiting_peak: rec.steps.iter().map(|s| s.waiting_seqs).max().unwrap_or(0),
         running_peak: rec.steps.iter().map(|s| s.running_seqs).max().unwrap_or(0),
         kv_peak_pct,
