@@ -46,6 +46,8 @@ enum Command {
     Validate(crate::validate::ValidateArgs),
     /// Capacity plan: per GPU, step costs, KV capacity, max request rate under latency targets.
     Plan(crate::plan::PlanArgs),
+    /// Join the shards of `exp plan --shard K/N` into the files of one unsharded plan.
+    Merge(crate::plan::merge::MergeArgs),
     /// OpenAI-compatible HTTP server over the engine (docs/serve.md).
     Serve(crate::serve_cmd::ServeArgs),
 }
@@ -131,6 +133,7 @@ where
         Command::Calibrate(args) => crate::calibrate::run(&args)?,
         Command::Validate(args) => crate::validate::run(&args)?,
         Command::Plan(args) => drop(crate::plan::run(&args)?),
+        Command::Merge(args) => drop(crate::plan::merge::run(&args)?),
         Command::Serve(args) => crate::serve_cmd::run(&args)?,
         Command::List => write_stdout(&list())?,
         Command::Show { name } => write_stdout(&show(find(&name)?)?)?,

@@ -7,7 +7,8 @@
 //! construction (`--mode both`: the real runner's), else what the simulated
 //! GPU's memory holds ([`ResolvedCost::kv_blocks`]). A fleet condition
 //! ([`Backend::run_fleet`]) runs that many engines of the same settings, each
-//! with that capacity, through `sim::run_routed`.
+//! with that capacity, through `sim::run_routed`; `exp plan`'s fleet sizing
+//! runs a fixed list of arrivals that way ([`SimBackend::run_arrivals_fleet`]).
 
 use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
 use crate::fleet::{tag_with_replica, FleetSpec};
@@ -88,6 +89,48 @@ impl SimBackend {
         };
         self.simulate(engine_cfg, &mut Arrivals(arrivals), &options)
     }
+
+    /// [`SimBackend::run_arrivals`] on a fleet: `fleet.replicas` engines of
+    /// `engine_cfg` behind `fleet.router`. Request tags are left as they are.
+    pub fn run_arrivals_fleet(
+        &self,
+        engine_cfg: &EngineConfig,
+        fleet: &FleetSpec,
+        arrivals: Vec<Arrival>,
+    ) -> Result<RunRecords, BackendError> {
+        let options = sim::RunOptions {
+            record_step_shapes: false,
+        };
+        Ok(self
+            .simulate_fleet(engine_cfg, fleet, &mut Arrivals(arrivals), &options)?
+            .records)
+    }
+
+    fn simulate_fleet(
+        &self,
+        engine_cfg: &EngineConfig,
+        fleet: &FleetSpec,
+        workload: &mut dyn Workload,
+        options: &sim::RunOptions,
+    ) -> Result<sim::RoutedRun, BackendError> {
+        let mut router = fleet.router.build()?;
+        // Every replica gets its own copy of the engine and its own KV cache.
+        let engines = (0..fleet.replicas)
+            .map(|_| {
+                let runner =
+                    SimRunner::new(self.cost.model.clone(), self.capacity_blocks(engine_cfg));
+                EngineCore::new(engine_cfg.clone(), runner)
+            })
+            .collect::<Result<Vec<_>, _>>();
+        let mut engines = engines?;
+        Ok(sim::run_routed(
+            &mut engines,
+            &mut VirtualClock::new(),
+            workload,
+            router.as_mut(),
+            options,
+        )?)
+    }
 }
 
 impl Backend for SimBackend {
@@ -125,21 +168,10 @@ impl Backend for SimBackend {
         fleet: &FleetSpec,
         script: &Script,
     ) -> Result<RunRecords, BackendError> {
-        let mut router = fleet.router.build()?;
-        // Every replica gets its own copy of the engine and its own KV cache.
-        let engines = (0..fleet.replicas)
-            .map(|_| {
-                let runner =
-                    SimRunner::new(self.cost.model.clone(), self.capacity_blocks(engine_cfg));
-                EngineCore::new(engine_cfg.clone(), runner)
-            })
-            .collect::<Result<Vec<_>, _>>();
-        let mut engines = engines?;
-        let routed = sim::run_routed(
-            &mut engines,
-            &mut VirtualClock::new(),
+        let routed = self.simulate_fleet(
+            engine_cfg,
+            fleet,
             &mut ScriptWorkload::new(script.clone()),
-            router.as_mut(),
             &sim::RunOptions::default(),
         )?;
         let mut records = routed.records;

@@ -75,6 +75,17 @@ pub enum PlanError {
     MissingExperiment(&'static str),
     #[error("cb_sweep on {gpu}: {error}")]
     CbSweep { gpu: String, error: DriverError },
+    /// The price table (`--prices`, or the built-in one).
+    #[error("GPU prices {file}: {message}")]
+    Prices { file: String, message: String },
+    /// Fleet sizing inputs (`--set qps=`, `--trace`, `--router`, ...).
+    #[error("fleet sizing: {0}")]
+    Fleet(String),
+    #[error("--shard {spec:?}: {message}")]
+    BadShard { spec: String, message: String },
+    /// `exp merge`: shards missing, repeated, or of different plans.
+    #[error("exp merge: {0}")]
+    Merge(String),
 }
 
 impl From<calibration::datasheet::DatasheetError> for PlanError {

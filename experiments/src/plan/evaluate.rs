@@ -1,8 +1,11 @@
 //! Runs the plan: the settings search on every target GPU, the best
 //! setting's latency-vs-rate curve, and one `plan.csv` row per GPU.
 //!
-//! Contract: (GPU, setting) searches run in parallel (rayon) and are each
-//! determined by their inputs; the per-GPU figures are:
+//! Contract: (GPU, setting) searches, each with its fleet sizing when a
+//! fleet is sized ([`search_points`]), run in parallel (rayon) and are each
+//! determined by their inputs, so results do not depend on thread count or
+//! on which shard ran them; [`finish`] turns every point's outcome into the
+//! per-GPU plans. The per-GPU figures are:
 //! - `decode_step_b{1,16,64}_ms`: one decode-only step of B sequences, each
 //!   at the workload's mean context (mean prompt + half the mean output);
 //! - `prefill_tok_s_3200`: one step prefilling a fresh 3,200-token prompt
@@ -15,13 +18,14 @@
 
 use super::cost::{decode_step_ms, kv_capacity_tokens, prefill_tok_s};
 use super::error::PlanError;
+use super::fleet_size::{size_fleet, FleetSearch};
 use super::inputs::PlanInputs;
 use super::search::{self, RatePoint, SettingResult, Steady};
 use super::steady;
 use crate::backend::{Backend, BackendError, SimBackend};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sim::workload::{PromptSource, TraceReplay};
 use sim::Arrival;
 
@@ -52,8 +56,22 @@ pub struct PlanRow {
 pub struct GpuPlan {
     pub target: SimBackend,
     pub results: Vec<SettingResult>,
+    /// Per setting (aligned with `results`), its fleet sizing: empty
+    /// without a fleet to size, `None` for a setting not sized.
+    pub fleets: Vec<Option<FleetSearch>>,
     pub curve: Vec<RatePoint>,
     pub row: PlanRow,
+}
+
+/// One grid point's outcome: the single-engine search of one (GPU,
+/// setting) and, when a fleet is sized, that setting's fleet. A shard's
+/// `shard.ron` holds these for its points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    /// Position in [`grid_points`].
+    pub index: usize,
+    pub setting: SettingResult,
+    pub fleet: Option<FleetSearch>,
 }
 
 /// Context length of the decode-step figures.
@@ -64,7 +82,7 @@ pub fn decode_context(inputs: &PlanInputs) -> usize {
 
 /// The longest run's requests at one request per second, prompts drawn
 /// once; every shorter run is a prefix of it.
-fn unit_arrivals(inputs: &PlanInputs) -> Result<Vec<Arrival>, PlanError> {
+pub fn unit_arrivals(inputs: &PlanInputs) -> Result<Vec<Arrival>, PlanError> {
     let entries = inputs
         .workload
         .unit_rate_entries(inputs.method.max_requests, inputs.method.seed);
@@ -84,59 +102,120 @@ fn run_error(target: &SimBackend, setting: String) -> impl FnOnce(BackendError) 
     }
 }
 
-/// Searches every GPU × setting, then draws each GPU's curve.
-pub fn evaluate(inputs: &PlanInputs, bar: &ProgressBar) -> Result<Vec<GpuPlan>, PlanError> {
-    let unit = unit_arrivals(inputs)?;
+/// Every grid point as (GPU index, setting): GPUs in the order asked,
+/// settings in [`search::grid`] order within each.
+pub fn grid_points(inputs: &PlanInputs) -> Vec<(usize, (usize, usize))> {
     let grid = search::grid(&inputs.batched_tokens, &inputs.num_seqs);
-    let jobs: Vec<(usize, (usize, usize))> = (0..inputs.targets.len())
+    (0..inputs.targets.len())
         .flat_map(|g| grid.iter().map(move |s| (g, *s)))
-        .collect();
-    bar.set_length(jobs.len() as u64);
-    let searched: Vec<SettingResult> = jobs
+        .collect()
+}
+
+/// Searches the grid points at `indices` (into [`grid_points`]) in
+/// parallel, and sizes each one's fleet when there is one to size.
+pub fn search_points(
+    inputs: &PlanInputs,
+    unit: &[Arrival],
+    indices: &[usize],
+    bar: &ProgressBar,
+) -> Result<Vec<PointResult>, PlanError> {
+    let points = grid_points(inputs);
+    bar.set_length(indices.len() as u64);
+    indices
         .par_iter()
-        .map(|&(g, setting)| {
+        .map(|&index| {
+            let (g, setting) = points[index];
             let target = &inputs.targets[g];
-            let r = steady::search_steady(
+            let label = format!(
+                "max_num_batched_tokens={} max_num_seqs={}",
+                setting.0, setting.1
+            );
+            let whole_trace = inputs.workload.is_trace();
+            let single = steady::search_steady(
                 target,
                 &inputs.engine,
                 setting,
-                &unit,
+                unit,
                 &inputs.slo,
                 &inputs.method,
-                inputs.workload.is_trace(),
+                whole_trace,
             )
-            .map_err(run_error(
-                target,
-                format!(
-                    "max_num_batched_tokens={} max_num_seqs={}",
-                    setting.0, setting.1
-                ),
-            ));
+            .map_err(run_error(target, label.clone()))?;
+            let fleet = match &inputs.fleet {
+                Some(f) => size_fleet(
+                    target,
+                    &inputs.engine,
+                    &single,
+                    unit,
+                    whole_trace,
+                    &f.goal,
+                    &inputs.slo,
+                    &inputs.method,
+                )
+                .map_err(run_error(target, label))?,
+                None => None,
+            };
             bar.inc(1);
-            r
+            Ok(PointResult {
+                index,
+                setting: single,
+                fleet,
+            })
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
 
+/// Searches every GPU x setting, then draws each GPU's curve.
+pub fn evaluate(inputs: &PlanInputs, bar: &ProgressBar) -> Result<Vec<GpuPlan>, PlanError> {
+    let unit = unit_arrivals(inputs)?;
+    let all: Vec<usize> = (0..grid_points(inputs).len()).collect();
+    let points = search_points(inputs, &unit, &all, bar)?;
+    finish(inputs, &unit, points)
+}
+
+/// Each GPU's plan from every grid point's outcome (`points` in
+/// [`grid_points`] order, as [`search_points`] over all of them, or the
+/// shards of `exp merge` put together, return them): the best setting, its
+/// latency-vs-rate curve and the `plan.csv` row.
+pub fn finish(
+    inputs: &PlanInputs,
+    unit: &[Arrival],
+    points: Vec<PointResult>,
+) -> Result<Vec<GpuPlan>, PlanError> {
+    let jobs = grid_points(inputs);
+    if points.len() != jobs.len() || points.iter().enumerate().any(|(i, p)| p.index != i) {
+        return Err(PlanError::Merge(format!(
+            "{} grid point results for a grid of {}, or out of order",
+            points.len(),
+            jobs.len()
+        )));
+    }
     let mut per_gpu: Vec<Vec<SettingResult>> = vec![Vec::new(); inputs.targets.len()];
-    for ((g, _), r) in jobs.iter().zip(searched) {
-        per_gpu[*g].push(r);
+    let mut fleets: Vec<Vec<Option<FleetSearch>>> = vec![Vec::new(); inputs.targets.len()];
+    for ((g, _), p) in jobs.iter().zip(points) {
+        per_gpu[*g].push(p.setting);
+        if inputs.fleet.is_some() {
+            fleets[*g].push(p.fleet);
+        }
     }
     let curves: Vec<Vec<RatePoint>> = inputs
         .targets
         .par_iter()
         .zip(&per_gpu)
-        .map(|(target, results)| curve(inputs, target, results, &unit))
+        .map(|(target, results)| curve(inputs, target, results, unit))
         .collect::<Result<_, _>>()?;
     Ok(inputs
         .targets
         .iter()
         .zip(per_gpu)
+        .zip(fleets)
         .zip(curves)
-        .map(|((target, results), curve)| {
+        .map(|(((target, results), fleets), curve)| {
             let row = row(inputs, target, &results);
             GpuPlan {
                 target: target.clone(),
                 results,
+                fleets,
                 curve,
                 row,
             }

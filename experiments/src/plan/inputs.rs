@@ -8,13 +8,16 @@
 //! ([`crate::backend::shipped`]), else none (the roofline).
 
 use super::error::PlanError;
+use super::fleet_size::FleetGoal;
 use super::gpus;
+use super::prices::{GpuPrice, PriceTable};
 use super::search::SearchMethod;
 use super::slo::Slo;
 use super::workload::PlanWorkload;
 use super::PlanArgs;
 use crate::backend::{cost_for, CostBasis, LoadedModel, ModelChoice, ProfileLookup, SimBackend};
 use crate::catalogue;
+use crate::fleet::{RouterChoice, ROUTER_NAMES};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use engine::EngineConfig;
 use sim::ModelShape;
@@ -58,7 +61,42 @@ pub const PLAN_PARAMS: &[ParamSpec] = &[
         default: "2",
         help: "bisection stops when passing and failing rates are this close",
     },
+    ParamSpec {
+        key: "qps",
+        kind: ParamKind::Number,
+        default: "0",
+        help: "request rate (req/s) to size a fleet for; left out: no fleet (with --trace: the trace's own rate)",
+    },
+    ParamSpec {
+        key: "rate_scale",
+        kind: ParamKind::Positive,
+        default: "1",
+        help: "with --trace: size the fleet for the trace's own rate times this",
+    },
+    ParamSpec {
+        key: "max_replicas",
+        kind: ParamKind::Count,
+        default: "128",
+        help: "largest fleet the sizing tries per GPU and setting",
+    },
+    ParamSpec {
+        key: "router_load_weight",
+        kind: ParamKind::Number,
+        default: "256",
+        help: "--router prefix_aware's load weight: cached tokens one outstanding request is worth",
+    },
 ];
+
+/// What a fleet is sized for (`--set qps=`, or `--trace` at its own rate).
+#[derive(Debug, Clone)]
+pub struct FleetTarget {
+    pub goal: FleetGoal,
+    /// How the rate was chosen, in words.
+    pub rate_source: String,
+    /// One price per target GPU, in the targets' order.
+    pub prices: Vec<GpuPrice>,
+    pub prices_file: String,
+}
 
 /// Everything a plan needs, checked.
 pub struct PlanInputs {
@@ -78,6 +116,8 @@ pub struct PlanInputs {
     pub profile: Option<String>,
     pub out: PathBuf,
     pub quiet: bool,
+    /// Fleet sizing, when a rate to size for was given.
+    pub fleet: Option<FleetTarget>,
 }
 
 fn bad_param(key: &str, value: f64, expected: &str) -> PlanError {
@@ -146,9 +186,20 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         cb_settings.set_arg(arg)?;
     }
 
-    let workload = match &args.workload {
-        Some(path) => PlanWorkload::load(path)?,
-        None => PlanWorkload::default(),
+    let workload = match (&args.workload, &args.trace) {
+        (Some(path), _) => PlanWorkload::load(path)?,
+        (None, Some(path)) => {
+            let w = PlanWorkload::load(path)?;
+            if !w.is_trace() {
+                return Err(PlanError::Fleet(format!(
+                    "--trace {}: give a .csv/.jsonl trace (a .ron workload goes to --workload, \
+                     with --set qps=..)",
+                    path.display()
+                )));
+            }
+            w
+        }
+        (None, None) => PlanWorkload::default(),
     };
     workload.check_fits(engine.max_model_len)?;
 
@@ -167,6 +218,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
             ))
         })
         .collect::<Result<Vec<_>, PlanError>>()?;
+    let fleet = fleet_target(args, &settings, &workload, &targets)?;
     // The lookup finds one profile for the model (or none) for every GPU.
     let profile = targets.iter().find_map(|t| match &t.cost().basis {
         CostBasis::Profile { source, .. } => Some(source.clone()),
@@ -191,7 +243,93 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         profile,
         out: args.out.clone(),
         quiet: args.quiet,
+        fleet,
     })
+}
+
+/// Whether `--set key=...` was given.
+fn given(args: &PlanArgs, key: &str) -> bool {
+    args.set
+        .iter()
+        .any(|a| a.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+}
+
+/// The fleet to size, if any (see the module docs of `super`).
+fn fleet_target(
+    args: &PlanArgs,
+    settings: &Settings,
+    workload: &PlanWorkload,
+    targets: &[SimBackend],
+) -> Result<Option<FleetTarget>, PlanError> {
+    let fail = |m: &str| Err(PlanError::Fleet(m.to_string()));
+    let qps = given(args, "qps")
+        .then(|| settings.number("qps"))
+        .transpose()?;
+    let scaled = given(args, "rate_scale");
+    let rate_scale = settings.number("rate_scale")?;
+    if qps.is_some_and(|q| q <= 0.0) {
+        return fail("qps must be a rate above 0 requests per second (leave it out for the single-engine plan)");
+    }
+    if qps.is_some() && scaled {
+        return fail(
+            "give qps=.. or rate_scale=.., not both: qps sets the rate, rate_scale scales a \
+             --trace's own rate",
+        );
+    }
+    let (rate, rate_source) = match (args.trace.as_ref(), qps) {
+        (_, Some(q)) => (q, format!("qps={q} req/s")),
+        (Some(_), None) => match workload {
+            PlanWorkload::Trace { natural_rate, .. } => (
+                natural_rate * rate_scale,
+                format!("the trace's own rate {natural_rate:.4} req/s x rate_scale {rate_scale}"),
+            ),
+            PlanWorkload::Synthetic { .. } => return fail("--trace needs a trace file"),
+        },
+        (None, None) => {
+            if scaled {
+                return fail(
+                    "rate_scale scales a trace's own rate: give --trace FILE, or --set qps=..",
+                );
+            }
+            if args.router.is_some() || args.prices.is_some() {
+                return fail("--router and --prices apply to a sized fleet: give --set qps=Q or --trace FILE");
+            }
+            return Ok(None);
+        }
+    };
+    let load_weight = settings.number("router_load_weight")?;
+    let name = args.router.as_deref().unwrap_or("least_outstanding");
+    let router = RouterChoice::from_name(name, load_weight).ok_or_else(|| {
+        PlanError::Fleet(format!(
+            "--router {name}: unknown router; known: {}",
+            ROUTER_NAMES.join(", ")
+        ))
+    })?;
+    router
+        .build()
+        .map_err(|e| PlanError::Fleet(format!("--router {name}: {e}")))?;
+    let max_replicas = settings.count("max_replicas")?;
+    if max_replicas == 0 {
+        return Err(bad_param("max_replicas", 0.0, "at least 1"));
+    }
+    let table = match &args.prices {
+        Some(path) => PriceTable::load(path)?,
+        None => PriceTable::default_table()?,
+    };
+    let prices = targets
+        .iter()
+        .map(|t| table.price_of(&t.cost().gpu.name).cloned())
+        .collect::<Result<_, _>>()?;
+    Ok(Some(FleetTarget {
+        goal: FleetGoal {
+            rate,
+            router,
+            max_replicas,
+        },
+        rate_source,
+        prices,
+        prices_file: table.file,
+    }))
 }
 
 /// File-system-safe folder name for a GPU.

@@ -21,18 +21,40 @@
 //!   (changed by `--cb-set`) on the plan's engine options (`--set`, apart
 //!   from the two grid keys, which cb_sweep does not take from the plan).
 //!
+//! - with a rate to size a fleet for (`--set qps=Q`, or `--trace FILE` at
+//!   its own rate times `--set rate_scale=..`), also `fleet_plan.csv` (one
+//!   row per GPU: the fewest replicas, each one GPU of that type running one
+//!   engine, meeting the SLO at that rate behind `--router`
+//!   (least_outstanding by default), with the setting, `usd_per_hour` and
+//!   `usd_per_million_output_tokens`; [`fleet_output::FLEET_COLUMNS`]),
+//!   `fleet_search.csv` and the figures `fleet_usd_per_hour`,
+//!   `fleet_usd_per_million_output_tokens`, `fleet_ttft_p99`,
+//!   `fleet_itl_p99` ([`fleet_size`], [`fleet_output`]). Prices come from
+//!   [`prices`] (`--prices FILE`). Tensor parallelism is out of scope: a
+//!   replica is one GPU. `plan.csv` keeps its columns either way.
+//!
+//! `--shard K/N` searches only the K-th share of the (GPU, setting) grid
+//! and writes `DIR/shard.ron` ([`shard`]); `exp merge` ([`merge`]) joins
+//! the N shards into the files above, the same bytes as one unsharded run
+//! but for `date_utc` in `meta.ron`.
+//!
 //! An SLO no setting can meet gives `max_qps_under_slo` 0 and a note saying
-//! why, not an error; bad input (GPU, SLO, workload, settings) fails before
-//! anything runs, naming the problem ([`inputs`]).
+//! why, not an error; bad input (GPU, SLO, workload, settings, prices, shard
+//! spec) fails before anything runs, naming the problem ([`inputs`]).
 
 pub mod cb;
 pub mod cost;
 pub mod error;
 pub mod evaluate;
+pub mod fleet_output;
+pub mod fleet_size;
 pub mod gpus;
 pub mod inputs;
+pub mod merge;
 pub mod output;
+pub mod prices;
 pub mod search;
+pub mod shard;
 pub mod slo;
 pub mod steady;
 pub mod workload;
@@ -43,10 +65,11 @@ pub use evaluate::{GpuPlan, PlanRow};
 use crate::backend::DEFAULT_MODEL;
 use crate::driver::RunOutput;
 use indicatif::{ProgressBar, ProgressStyle};
+use shard::{ShardFile, ShardSpec};
 use std::path::PathBuf;
 
 /// Arguments of `exp plan`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, PartialEq, clap::Args, serde::Serialize, serde::Deserialize)]
 pub struct PlanArgs {
     /// Target GPUs: datasheet names, comma-separated, or `all`.
     #[arg(long)]
@@ -65,8 +88,22 @@ pub struct PlanArgs {
     #[arg(long)]
     pub profiles_dir: Option<PathBuf>,
     /// Workload: .ron description or .csv/.jsonl trace (default: Poisson, 512-token prompts, 128 outputs).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "trace")]
     pub workload: Option<PathBuf>,
+    /// A trace (.csv/.jsonl, any format exp run trace_replay reads) to size a fleet for, at its
+    /// own rate times rate_scale (--set rate_scale=..), or at --set qps=..
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Router of a sized fleet: round_robin, least_outstanding, least_kv, prefix_aware, affinity.
+    #[arg(long)]
+    pub router: Option<String>,
+    /// GPU price table (RON) replacing the built-in experiments/data/gpu_prices.ron.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// Run only the K-th of N shares of the grid (K from 1 to N) and write
+    /// DIR/shard.ron; join the shards with `exp merge`.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
     /// Latency targets, e.g. ttft_p99_ms=2000,itl_p99_ms=100 (the defaults).
     #[arg(long)]
     pub slo: Option<String>,
@@ -76,7 +113,8 @@ pub struct PlanArgs {
     pub seed: u64,
     /// key=value: engine options as in `exp run`, or plan parameters
     /// (max_num_batched_tokens and max_num_seqs take the grid as a list,
-    /// requests, max_requests, warmup_pct, precision_pct).
+    /// requests, max_requests, warmup_pct, precision_pct; fleet sizing:
+    /// qps, rate_scale, max_replicas, router_load_weight).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// key=value for the cb_sweep run (its parameters, e.g. concurrency=1,4).
@@ -108,13 +146,58 @@ fn progress(quiet: bool) -> ProgressBar {
     bar
 }
 
-/// Runs `exp plan` and writes its files.
+/// Runs `exp plan` and writes its files (with `--shard`, only the shard's
+/// `shard.ron`).
 pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
+    let spec = args.shard.as_deref().map(ShardSpec::parse).transpose()?;
     let inputs = inputs::read(args)?;
+    let total = evaluate::grid_points(&inputs).len();
+    let indices: Vec<usize> = match spec {
+        Some(spec) => spec.points(total)?,
+        None => (0..total).collect(),
+    };
+    let unit = evaluate::unit_arrivals(&inputs)?;
     let bar = progress(inputs.quiet);
-    let plans = evaluate::evaluate(&inputs, &bar)?;
+    let points = evaluate::search_points(&inputs, &unit, &indices, &bar)?;
     bar.finish_and_clear();
-    let mut files = output::write_all(&inputs, &plans, &inputs.out)?;
+    let Some(spec) = spec else {
+        return complete(&inputs, &unit, points);
+    };
+    let file = ShardFile {
+        format: shard::SHARD_FORMAT,
+        shard: spec,
+        args: shard::shared_args(args),
+        fingerprint: shard::fingerprint(&inputs)?,
+        grid_points: total,
+        points,
+    };
+    let path = shard::write(&inputs.out, &file)?;
+    if !inputs.quiet {
+        println!(
+            "shard {spec}: {} of {total} grid points searched; wrote {} (join the shards with \
+             `exp merge DIR... --out DIR`)",
+            indices.len(),
+            path.display()
+        );
+    }
+    Ok(PlanOutput {
+        plans: Vec::new(),
+        cb_sweeps: Vec::new(),
+        files: vec![path],
+        assumptions: String::new(),
+    })
+}
+
+/// Everything after the search, from every grid point's outcome (one run's,
+/// or the shards' put together by `exp merge`): the plans, their files,
+/// cb_sweep on each GPU, and the report on stdout.
+pub fn complete(
+    inputs: &inputs::PlanInputs,
+    unit: &[sim::Arrival],
+    points: Vec<evaluate::PointResult>,
+) -> Result<PlanOutput, PlanError> {
+    let plans = evaluate::finish(inputs, unit, points)?;
+    let mut files = output::write_all(inputs, &plans, &inputs.out)?;
     let mut cb_sweeps = Vec::new();
     for p in &plans {
         let run = cb::run_cb_sweep(
@@ -138,10 +221,14 @@ pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
         error,
     })?;
     files.push(cb_path);
-    let assumptions = output::assumptions_text(&inputs, &plans);
+    let assumptions = output::assumptions_text(inputs, &plans);
     if !inputs.quiet {
         println!("{assumptions}");
         print!("{}", output::plan_table(&plans).to_csv());
+        if let Some(fleet) = &inputs.fleet {
+            let rows = fleet_output::fleet_rows(inputs, fleet, &plans);
+            print!("{}", fleet_output::fleet_table(&rows).to_csv());
+        }
         println!("wrote {} files under {}", files.len(), inputs.out.display());
     }
     Ok(PlanOutput {

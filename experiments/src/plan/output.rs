@@ -278,6 +278,9 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
     if !notes.is_empty() {
         let _ = writeln!(s, "\nNotes:\n{}", notes.join("\n"));
     }
+    if let Some(fleet) = &inputs.fleet {
+        s.push_str(&super::fleet_output::assumptions(fleet, inputs));
+    }
     s
 }
 
@@ -302,11 +305,14 @@ struct Meta<'a> {
     decode_context_tokens: usize,
     profile: Option<&'a String>,
     gpus: Vec<GpuMeta<'a>>,
+    /// Present only when a fleet was sized.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<super::fleet_output::FleetMeta<'a>>,
     commit: String,
     date_utc: String,
 }
 
-fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), PlanError> {
+pub(super) fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<(), PlanError> {
     std::fs::write(&path, text).map_err(|error| PlanError::Io {
         path: path.clone(),
         error,
@@ -361,6 +367,10 @@ pub fn write_all(
                 row: &p.row,
             })
             .collect(),
+        fleet: inputs
+            .fleet
+            .as_ref()
+            .map(|f| super::fleet_output::meta(inputs, f, plans)),
         commit: git_commit(),
         date_utc: utc_now(),
     };
@@ -377,6 +387,9 @@ pub fn write_all(
                 }
             })?;
         files.extend(drawn);
+    }
+    if let Some(fleet) = &inputs.fleet {
+        super::fleet_output::write_all(inputs, fleet, plans, dir, &subtitle, &mut files)?;
     }
     Ok(files)
 }

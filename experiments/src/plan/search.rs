@@ -33,10 +33,11 @@
 
 use super::slo::Slo;
 use crate::backend::{BackendError, SimBackend};
+use crate::fleet::FleetSpec;
 use crate::stats::percentile;
 use engine::EngineConfig;
-use serde::Serialize;
-use sim::Arrival;
+use serde::{Deserialize, Serialize};
+use sim::{Arrival, RunRecords};
 
 /// Rate at which requests practically never overlap (mean gap ~2.8 hours).
 pub const ISOLATED_RATE: f64 = 1e-4;
@@ -61,7 +62,7 @@ pub struct SearchMethod {
 }
 
 /// Latencies of one run at one rate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RatePoint {
     pub rate_per_s: f64,
     pub ttft_p99_ms: f64,
@@ -73,7 +74,7 @@ pub struct RatePoint {
 }
 
 /// The outcome for one setting.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SettingResult {
     pub max_num_batched_tokens: usize,
     pub max_num_seqs: usize,
@@ -94,7 +95,7 @@ pub struct SettingResult {
 }
 
 /// Whether `max_qps` is the steady state's (see [`super::steady`]).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Steady {
     /// A run half as long gave `previous_max_qps`, within the precision.
     Converged {
@@ -164,6 +165,17 @@ pub fn saturation_rps(
     Ok((hi - lo) as f64 / (finishes[hi] - finishes[lo]))
 }
 
+/// `unit` (arrivals at one request per second on average) at `rate`.
+fn at_rate(unit: &[Arrival], rate: f64) -> Vec<Arrival> {
+    unit.iter()
+        .map(|a| {
+            let mut a = a.clone();
+            a.request.arrival_time /= rate;
+            a
+        })
+        .collect()
+}
+
 /// Runs `unit` (arrivals at one request per second on average) at `rate`.
 pub fn measure(
     target: &SimBackend,
@@ -173,15 +185,26 @@ pub fn measure(
     slo: &Slo,
     warmup_pct: f64,
 ) -> Result<RatePoint, BackendError> {
-    let arrivals = unit
-        .iter()
-        .map(|a| {
-            let mut a = a.clone();
-            a.request.arrival_time /= rate;
-            a
-        })
-        .collect();
-    let records = target.run_arrivals(engine, arrivals)?;
+    let records = target.run_arrivals(engine, at_rate(unit, rate))?;
+    Ok(score(&records, rate, slo, warmup_pct))
+}
+
+/// [`measure`] on a fleet of `fleet.replicas` engines behind its router.
+pub fn measure_fleet(
+    target: &SimBackend,
+    engine: &EngineConfig,
+    fleet: &FleetSpec,
+    unit: &[Arrival],
+    rate: f64,
+    slo: &Slo,
+    warmup_pct: f64,
+) -> Result<RatePoint, BackendError> {
+    let records = target.run_arrivals_fleet(engine, fleet, at_rate(unit, rate))?;
+    Ok(score(&records, rate, slo, warmup_pct))
+}
+
+/// A run's p99 latencies after the warm-up, against the SLO.
+fn score(records: &RunRecords, rate: f64, slo: &Slo, warmup_pct: f64) -> RatePoint {
     let mut requests: Vec<&sim::RequestRecord> = records.requests.iter().collect();
     requests.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.id.cmp(&b.id)));
     let skip = (requests.len() as f64 * warmup_pct / 100.0).floor() as usize;
@@ -201,14 +224,14 @@ pub fn measure(
         .collect();
     let ttft_p99_ms = percentile(&ttfts, 99.0).unwrap_or(f64::INFINITY);
     let itl_p99_ms = percentile(&itls, 99.0);
-    Ok(RatePoint {
+    RatePoint {
         rate_per_s: rate,
         ttft_p99_ms,
         itl_p99_ms,
         preemptions: measured.iter().map(|r| r.preemptions).sum(),
         measured_requests: measured.len(),
         meets_slo: slo.met_by(ttft_p99_ms, itl_p99_ms),
-    })
+    }
 }
 
 /// Where a search starts.

@@ -7,8 +7,8 @@
 //!   or `Choices([(tokens, weight), ...])`. Without a file the default is
 //!   `Fixed(512)` prompt tokens and `Fixed(128)` output tokens: a chat-sized
 //!   prompt and reply, the cb_sweep shape at twice the prompt.
-//! - A `.csv`/`.jsonl` trace (sim's trace format, `sim::workload::trace`)
-//!   keeps its requests and the shape of its arrivals: to run it at rate `r`
+//! - A `.csv`/`.jsonl` trace (any format `sim::workload::load_trace_as`
+//!   sniffs: this project's, Azure 2023, Mooncake, BurstGPT) keeps its requests and the shape of its arrivals: to run it at rate `r`
 //!   its arrival times are shifted to start at 0 and stretched so that its
 //!   average rate `(n - 1) / (t_last - t_first)` becomes `r`. A trace is
 //!   replayed whole; the `requests` setting applies to `.ron` workloads only.
@@ -24,7 +24,7 @@ use crate::stats::unit_exponential;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use sim::workload::{load_trace, TraceEntry, TracePrompt};
+use sim::workload::{load_trace_as, TraceEntry, TraceOptions, TracePrompt};
 use statrs::statistics::Statistics;
 use std::path::{Path, PathBuf};
 
@@ -204,7 +204,7 @@ impl PlanWorkload {
     }
 
     fn load_trace(path: &Path) -> Result<Self, PlanError> {
-        let entries = load_trace(path)?;
+        let entries = load_trace_as(path, None, &TraceOptions::default())?.entries;
         let first = entries.iter().map(|e| e.arrival_s).reduce(f64::min);
         let last = entries.iter().map(|e| e.arrival_s).reduce(f64::max);
         let natural_rate = match (first, last) {
