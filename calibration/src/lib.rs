@@ -13,6 +13,7 @@ pub mod features;
 pub mod fit;
 pub mod measure;
 pub mod nnls;
+pub mod operators;
 pub mod profile;
 pub mod samples_csv;
 pub mod transfer;

@@ -26,6 +26,7 @@ use thiserror::Error;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod gemm_choice;
 
 /// One sequence's share of a step.
 #[derive(Debug, Clone, Copy)]

@@ -50,6 +50,8 @@ enum Command {
     Merge(crate::plan::merge::MergeArgs),
     /// OpenAI-compatible HTTP server over the engine (docs/serve.md).
     Serve(crate::serve_cmd::ServeArgs),
+    /// Fit the operator cost model on family measurements and predict held-out sizes and SM counts.
+    TransferCheck(crate::transfer_check::TransferArgs),
 }
 
 /// The experiment called `name`, or an error listing the known ones.
@@ -135,6 +137,7 @@ where
         Command::Plan(args) => drop(crate::plan::run(&args)?),
         Command::Merge(args) => drop(crate::plan::merge::run(&args)?),
         Command::Serve(args) => crate::serve_cmd::run(&args)?,
+        Command::TransferCheck(args) => crate::transfer_check::run(&args)?,
         Command::List => write_stdout(&list())?,
         Command::Show { name } => write_stdout(&show(find(&name)?)?)?,
         Command::Run(args) => crate::run_cmd::run(&args)?,

@@ -37,6 +37,7 @@ pub mod serve_cmd;
 pub mod settings;
 pub mod stats;
 pub mod table;
+pub mod transfer_check;
 pub mod validate;
 
 pub use cli::run_cli;

@@ -1,0 +1,176 @@
+//! A step's time from the operators it runs: one calibration for every Qwen3
+//! dense size on every GPU of the datasheet table.
+//!
+//! Contract:
+//! - [`step_time`] prices one step of the CUDA runner from the batch shape,
+//!   the model shape and the GPU ([`GpuSpec`]: SM count, memory bandwidth,
+//!   dense bf16 FLOP/s), with the parameters [`OperatorParams`] fitted once on
+//!   H200 measurements ([`fit`]). Nothing in it is specific to one model size
+//!   or one GPU: the shapes of the operators come from the model, their rooflines
+//!   from the GPU.
+//! - The operators ([`ops`]): per layer the QKV, O, gate-up and down GEMMs
+//!   (M = the step's tokens, N × K from the model), the elementwise kernels
+//!   (bytes moved), decode attention (KV bytes read, and the work query heads ×
+//!   keys per SM) and prefill attention (FLOPs of its query-key pairs); the LM
+//!   head as a GEMM over the sampled rows; a latency per kernel; host time per
+//!   step (a graph replay for decode-only steps, eager launches otherwise).
+//! - Each GPU-bound operator costs its latency plus the larger of its memory
+//!   and compute times, joined by a smooth maximum: memory at the GPU's
+//!   achievable copy bandwidth (datasheet bandwidth × [`COPY_FRACTION`]) or at
+//!   a per-SM rate, whichever binds; compute at a fitted fraction of the
+//!   dense FLOP/s divided by the wave efficiency of its output tiles on the
+//!   GPU's SMs ([`gemm`]). So a small GEMM on a 132-SM GPU is bound by its
+//!   latency, the same GEMM on 16 SMs by its per-SM rate, a decode GEMM of a
+//!   large model by DRAM and a prefill GEMM by FLOP/s.
+//! - Doubling a GPU's bandwidth halves a bandwidth-bound operator's memory
+//!   term and leaves its latency; moving the parameters to the GPU they were
+//!   fitted on changes nothing (there is nothing to move: the GPU is an input).
+//! - Not modelled: L2 residency between kernels, clocks under power limits,
+//!   kernels that differ per architecture (per-SM rates are the H200's), and
+//!   tensor parallelism.
+
+pub mod family;
+pub mod fit;
+pub mod gemm;
+pub mod lm;
+pub mod ops;
+
+use engine::BatchShape;
+use serde::{Deserialize, Serialize};
+use sim::{GpuSpec, ModelShape};
+
+/// Share of the datasheet memory bandwidth a copy kernel reaches on the whole
+/// H200: 3.72–3.85 TB/s of 4.8 measured at runner start
+/// (`results/h200/engine_family.log`, mean 3.76). Taken to hold on every GPU.
+pub const COPY_FRACTION: f64 = 3.76 / 4.8;
+
+/// The fitted constants of the operator model. Rates are per second; latencies
+/// in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorParams {
+    /// Share of the copy bandwidth GEMMs stream their operands at.
+    pub gemm_bandwidth_share: f64,
+    /// Bytes per second one SM's GEMM tiles stream.
+    pub gemm_bytes_per_sm: f64,
+    /// Bytes per second one SM's skinny-kernel blocks stream.
+    pub skinny_bytes_per_sm: f64,
+    /// Share of the dense bf16 FLOP/s a GEMM's full waves reach.
+    pub gemm_flops_share: f64,
+    /// Latency of one GEMM kernel.
+    pub gemm_latency: f64,
+    /// Latency of each wave of a GEMM's blocks over the SMs.
+    pub gemm_wave_latency: f64,
+    /// Exponent of the smooth maximum joining memory and compute times (> 1;
+    /// large is a hard maximum).
+    pub overlap_exponent: f64,
+    /// Decode attention: KV bytes times the query-head group size one SM
+    /// handles per second.
+    pub decode_attention_work_per_sm: f64,
+    /// Latency of one layer's attention kernels.
+    pub attention_latency: f64,
+    /// Share of the dense bf16 FLOP/s prefill attention reaches.
+    pub prefill_attention_flops_share: f64,
+    /// Share of the copy bandwidth the elementwise kernels reach.
+    pub elementwise_bandwidth_share: f64,
+    /// Latency of one elementwise kernel.
+    pub elementwise_latency: f64,
+    /// Host time of a decode-only step (metadata, graph replay, sampled keys).
+    pub host_graph_step: f64,
+    /// Host time of any other step (eager launches).
+    pub host_eager_step: f64,
+}
+
+impl OperatorParams {
+    /// Number of fitted parameters ([`Self::to_vec`]).
+    pub const LEN: usize = 14;
+
+    pub fn to_vec(&self) -> [f64; Self::LEN] {
+        [
+            self.gemm_bandwidth_share,
+            self.gemm_bytes_per_sm,
+            self.skinny_bytes_per_sm,
+            self.gemm_flops_share,
+            self.gemm_latency,
+            self.gemm_wave_latency,
+            self.overlap_exponent,
+            self.decode_attention_work_per_sm,
+            self.attention_latency,
+            self.prefill_attention_flops_share,
+            self.elementwise_bandwidth_share,
+            self.elementwise_latency,
+            self.host_graph_step,
+            self.host_eager_step,
+        ]
+    }
+
+    pub fn from_vec(v: &[f64; Self::LEN]) -> Self {
+        Self {
+            gemm_bandwidth_share: v[0],
+            gemm_bytes_per_sm: v[1],
+            skinny_bytes_per_sm: v[2],
+            gemm_flops_share: v[3],
+            gemm_latency: v[4],
+            gemm_wave_latency: v[5],
+            overlap_exponent: v[6],
+            decode_attention_work_per_sm: v[7],
+            attention_latency: v[8],
+            prefill_attention_flops_share: v[9],
+            elementwise_bandwidth_share: v[10],
+            elementwise_latency: v[11],
+            host_graph_step: v[12],
+            host_eager_step: v[13],
+        }
+    }
+
+    /// Physically plausible starting values for a fit (H200 orders of magnitude).
+    pub fn initial() -> Self {
+        Self {
+            gemm_bandwidth_share: 0.9,
+            gemm_bytes_per_sm: 40e9,
+            skinny_bytes_per_sm: 40e9,
+            gemm_flops_share: 0.7,
+            gemm_latency: 3e-6,
+            gemm_wave_latency: 2e-6,
+            overlap_exponent: 4.0,
+            decode_attention_work_per_sm: 75e9,
+            attention_latency: 5e-6,
+            prefill_attention_flops_share: 0.15,
+            elementwise_bandwidth_share: 0.3,
+            elementwise_latency: 2e-6,
+            host_graph_step: 10e-6,
+            host_eager_step: 100e-6,
+        }
+    }
+
+    /// Whether every parameter is finite and positive (and the exponent > 1).
+    pub fn is_valid(&self) -> bool {
+        self.to_vec().iter().all(|x| x.is_finite() && *x > 0.0) && self.overlap_exponent > 1.0
+    }
+}
+
+/// A step's seconds, by operator group.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepTime {
+    pub gemm: f64,
+    pub lm_head: f64,
+    pub attention: f64,
+    pub elementwise: f64,
+    pub host: f64,
+}
+
+impl StepTime {
+    pub fn total(&self) -> f64 {
+        self.gemm + self.lm_head + self.attention + self.elementwise + self.host
+    }
+}
+
+/// The time of one step of `batch` for `model` on `gpu`.
+pub fn step_time(
+    p: &OperatorParams,
+    model: &ModelShape,
+    gpu: &GpuSpec,
+    batch: &BatchShape,
+) -> StepTime {
+    ops::step_time(p, model, gpu, batch)
+}

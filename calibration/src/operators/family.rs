@@ -1,0 +1,161 @@
+//! Whole-step measurements over the Qwen3 family and SM counts
+//! (`results/h200/engine_family.csv`), as fit points of the operator model.
+//!
+//! Contract: each row (model, sm_count, kind, batch, tokens, ms_median, ...)
+//! becomes a batch shape (`decode`: `batch` sequences of one new token over
+//! `tokens` cached; `prefill`: one sequence of `tokens` new tokens, sampled)
+//! on a GPU: the H200 with `sm_count` SMs described by its SM count, its
+//! share of the dense FLOP/s, and the copy bandwidth a runner with that many
+//! SMs measured ([`slice_of`]). A row that does not parse is an error naming
+//! its line and field.
+
+use super::COPY_FRACTION;
+use engine::model::Qwen3Config;
+use engine::{BatchShape, SeqShape};
+use sim::{GpuSpec, ModelShape};
+use std::path::Path;
+
+/// Copy bandwidth (TB/s) a green-context runner measured at start on the
+/// H200, by SM count: means of `results/h200/engine_family.log`.
+pub const H200_COPY_TB_S: [(u32, f64); 5] =
+    [(8, 0.76), (16, 1.50), (32, 2.86), (64, 3.49), (132, 3.76)];
+
+#[derive(Debug, thiserror::Error)]
+pub enum FamilyError {
+    #[error("reading {path}: {source}")]
+    Csv { path: String, source: csv::Error },
+    #[error("{path}:{line}: field `{field}`: {message}")]
+    Field {
+        path: String,
+        line: u64,
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// One measured step.
+#[derive(Debug, Clone)]
+pub struct FamilyPoint {
+    pub model: String,
+    pub shape: ModelShape,
+    pub gpu: GpuSpec,
+    pub kind: String,
+    pub batch: usize,
+    pub tokens: usize,
+    pub step: BatchShape,
+    pub measured_s: f64,
+}
+
+impl FamilyPoint {
+    /// `decode b=64 ctx=300` or `prefill 3200`.
+    pub fn target(&self) -> String {
+        if self.kind == "decode" {
+            format!("decode b={} ctx={}", self.batch, self.tokens)
+        } else {
+            format!("prefill {}", self.tokens)
+        }
+    }
+}
+
+/// The H200 limited to `sm_count` SMs with the measured copy bandwidth
+/// `copy_tb_s`, as a GPU: FLOP/s in proportion to its SMs, and a datasheet
+/// bandwidth such that the model's achievable copy bandwidth is the measured one.
+pub fn slice_of(whole: &GpuSpec, sm_count: u32, copy_tb_s: f64) -> GpuSpec {
+    GpuSpec {
+        name: format!("{}@{}sm", whole.name, sm_count),
+        bf16_flops: whole.bf16_flops * f64::from(sm_count) / f64::from(whole.sm_count),
+        mem_bandwidth: copy_tb_s * 1e12 / COPY_FRACTION,
+        sm_count,
+        source: format!(
+            "{} limited to {sm_count} SMs (green context): FLOP/s in proportion, \
+             copy bandwidth {copy_tb_s} TB/s as measured",
+            whole.name
+        ),
+        ..whole.clone()
+    }
+}
+
+pub fn h200_slice(whole: &GpuSpec, sm_count: u32) -> Option<GpuSpec> {
+    H200_COPY_TB_S
+        .iter()
+        .find(|(s, _)| *s == sm_count)
+        .map(|(s, bw)| slice_of(whole, *s, *bw))
+}
+
+pub fn batch_of(kind: &str, batch: usize, tokens: usize) -> Option<BatchShape> {
+    let seq = match kind {
+        "decode" => SeqShape {
+            new_tokens: 1,
+            context_before: tokens as u32,
+            samples: true,
+        },
+        "prefill" => SeqShape {
+            new_tokens: tokens as u32,
+            context_before: 0,
+            samples: true,
+        },
+        _ => return None,
+    };
+    Some(BatchShape {
+        seqs: vec![seq; batch],
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct Row {
+    model: String,
+    sm_count: u32,
+    kind: String,
+    batch: usize,
+    tokens: usize,
+    ms_median: f64,
+}
+
+/// Reads an engine_family CSV measured on `whole` (the H200).
+pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<FamilyPoint>, FamilyError> {
+    let p = path.display().to_string();
+    let mut reader = csv::Reader::from_path(path).map_err(|source| FamilyError::Csv {
+        path: p.clone(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for rec in reader.deserialize::<Row>() {
+        let row = rec.map_err(|source| FamilyError::Csv {
+            path: p.clone(),
+            source,
+        })?;
+        let line = out.len() as u64 + 2;
+        let field = |field, message: String| FamilyError::Field {
+            path: p.clone(),
+            line,
+            field,
+            message,
+        };
+        let config = Qwen3Config::preset(&row.model).map_err(|e| field("model", e.to_string()))?;
+        let gpu = h200_slice(whole, row.sm_count).ok_or_else(|| {
+            field(
+                "sm_count",
+                format!("no measured copy bandwidth for {} SMs", row.sm_count),
+            )
+        })?;
+        let step = batch_of(&row.kind, row.batch, row.tokens)
+            .ok_or_else(|| field("kind", format!("{:?} is not decode or prefill", row.kind)))?;
+        if !(row.ms_median.is_finite() && row.ms_median > 0.0) {
+            return Err(field(
+                "ms_median",
+                format!("{} is not a positive time", row.ms_median),
+            ));
+        }
+        out.push(FamilyPoint {
+            model: row.model,
+            shape: ModelShape::from_qwen3(&config),
+            gpu,
+            kind: row.kind,
+            batch: row.batch,
+            tokens: row.tokens,
+            step,
+            measured_s: row.ms_median * 1e-3,
+        });
+    }
+    Ok(out)
+}

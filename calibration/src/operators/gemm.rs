@@ -1,0 +1,245 @@
+//! One GEMM's time: latency plus the smooth maximum of its memory and compute
+//! times on a GPU.
+//!
+//! Contract: a bf16 product of an `m × k` activation by a `k × n` weight
+//! reads `2 (n k + m k)` bytes and writes `2 m n`; it does `2 m n k` FLOPs.
+//! Memory time is bound by the achievable copy bandwidth or by the GPU's SMs
+//! streaming at a per-SM rate, whichever is slower; compute time is the FLOPs
+//! at a share of the dense peak, divided by the wave efficiency of its
+//! 128 × 128 output tiles (split along K, as cuBLAS does, when there are fewer
+//! tiles than SMs).
+
+use super::{OperatorParams, COPY_FRACTION};
+use sim::GpuSpec;
+
+/// The kernel a product runs on, as the CUDA runner chooses it
+/// ([`engine::runner::gemm_choice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmKernel {
+    /// The skinny tensor-core kernel: one block per 8 output columns.
+    Skinny,
+    /// cuBLAS, its K cut into `split` slices by the runner (1: cuBLAS's own
+    /// split-K where its tiles are fewer than the SMs).
+    Cublas { split: usize },
+}
+
+/// Output columns one skinny-kernel block computes.
+pub const SKINNY_COLUMNS: usize = 8;
+
+/// Output tile edge of the tensor-core kernels, in rows and columns.
+pub const TILE: usize = 128;
+/// Smallest K slice a split-K product gives one tile.
+pub const MIN_SPLIT_K: usize = 512;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gemm {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+impl Gemm {
+    pub fn bytes(&self) -> f64 {
+        2.0 * (self.n * self.k + self.m * self.k + self.m * self.n) as f64
+    }
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.m * self.n * self.k) as f64
+    }
+    /// The kernel the runner gives this product on `sm_count` SMs; `residual`
+    /// for the O and down products, which the runner may split over K;
+    /// `graphed` in decode-only steps (replayed from a CUDA graph).
+    pub fn kernel(&self, sm_count: u32, residual: bool, graphed: bool) -> GemmKernel {
+        use engine::runner::gemm_choice::{skinny_wins, split_k_for};
+        let sms = sm_count as usize;
+        if skinny_wins(self.m, self.n, self.k, sms) {
+            GemmKernel::Skinny
+        } else if residual {
+            GemmKernel::Cublas {
+                split: split_k_for(self.m, self.n, self.k, graphed, sms),
+            }
+        } else {
+            GemmKernel::Cublas { split: 1 }
+        }
+    }
+
+    /// Thread blocks the product runs as on `sm_count` SMs.
+    pub fn blocks(&self, kernel: GemmKernel, sm_count: u32) -> usize {
+        match kernel {
+            GemmKernel::Skinny => self.n.div_ceil(SKINNY_COLUMNS),
+            GemmKernel::Cublas { split } if split > 1 => {
+                self.m.div_ceil(TILE) * self.n.div_ceil(TILE) * split
+            }
+            GemmKernel::Cublas { .. } => {
+                let tiles = self.m.div_ceil(TILE) * self.n.div_ceil(TILE);
+                tiles * self.auto_split(tiles, sm_count)
+            }
+        }
+    }
+
+    fn auto_split(&self, tiles: usize, sm_count: u32) -> usize {
+        let sms = (sm_count as usize).max(1);
+        if tiles < sms {
+            (sms / tiles).min((self.k / MIN_SPLIT_K).max(1))
+        } else {
+            1
+        }
+    }
+
+    /// Share of the SMs' tile slots its waves fill (1 when the tiles, split
+    /// along K where they are fewer than the SMs, fill every wave).
+    pub fn wave_efficiency(&self, sm_count: u32) -> f64 {
+        let sms = (sm_count as usize).max(1);
+        let tiles = self.m.div_ceil(TILE) * self.n.div_ceil(TILE);
+        let split = self.auto_split(tiles, sm_count);
+        let work = tiles * split;
+        work as f64 / (work.div_ceil(sms) * sms) as f64
+    }
+}
+
+/// An operator's time and its parts, seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OperatorTime {
+    pub latency: f64,
+    pub memory: f64,
+    pub compute: f64,
+    pub total: f64,
+}
+
+/// `(a^p + b^p)^(1/p)`: the larger of two times, rounded up where they are close.
+pub fn smooth_max(a: f64, b: f64, p: f64) -> f64 {
+    let hi = a.max(b);
+    if hi <= 0.0 {
+        return 0.0;
+    }
+    hi * ((a / hi).powf(p) + (b / hi).powf(p)).powf(1.0 / p)
+}
+
+/// Memory time of `bytes` streamed at `share` of the copy bandwidth, or by
+/// the SMs at `per_sm` bytes per second each, whichever is slower.
+pub fn memory_seconds(gpu: &GpuSpec, bytes: f64, share: f64, per_sm: f64, p: f64) -> f64 {
+    let dram = bytes / (gpu.mem_bandwidth * COPY_FRACTION * share);
+    let sms = bytes / (f64::from(gpu.sm_count) * per_sm);
+    smooth_max(dram, sms, p)
+}
+
+/// The product's time on `kernel`: its blocks stream at the kernel's per-SM
+/// rate on at most as many SMs as it has blocks.
+pub fn gemm_time(p: &OperatorParams, gpu: &GpuSpec, g: &Gemm, kernel: GemmKernel) -> OperatorTime {
+    if g.m == 0 {
+        return OperatorTime::default();
+    }
+    let per_sm = match kernel {
+        GemmKernel::Skinny => p.skinny_bytes_per_sm,
+        GemmKernel::Cublas { .. } => p.gemm_bytes_per_sm,
+    };
+    let blocks = g.blocks(kernel, gpu.sm_count).max(1);
+    let sms = (gpu.sm_count as usize).max(1);
+    let active = blocks.min(sms) as f64;
+    // Each wave of blocks pays the pipeline fill before its bytes stream.
+    let latency = p.gemm_latency + blocks.div_ceil(sms) as f64 * p.gemm_wave_latency;
+    let memory = smooth_max(
+        g.bytes() / (gpu.mem_bandwidth * COPY_FRACTION * p.gemm_bandwidth_share),
+        g.bytes() / (active * per_sm),
+        p.overlap_exponent,
+    );
+    let compute =
+        g.flops() / (gpu.bf16_flops * p.gemm_flops_share) / g.wave_efficiency(gpu.sm_count);
+    OperatorTime {
+        latency,
+        memory,
+        compute,
+        total: latency + smooth_max(memory, compute, p.overlap_exponent),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(bandwidth: f64) -> GpuSpec {
+        GpuSpec {
+            name: "test".into(),
+            bf16_flops: 1e15,
+            mem_bandwidth: bandwidth,
+            mem_bytes: 80e9,
+            sm_count: 100,
+            source: "test".into(),
+        }
+    }
+
+    fn params() -> OperatorParams {
+        OperatorParams {
+            gemm_bandwidth_share: 1.0,
+            gemm_bytes_per_sm: 1e12,
+            skinny_bytes_per_sm: 1e12,
+            gemm_flops_share: 0.5,
+            gemm_latency: 3e-6,
+            gemm_wave_latency: 1e-6,
+            overlap_exponent: 1e6, // a hard maximum
+            ..OperatorParams::initial()
+        }
+    }
+
+    #[test]
+    fn one_gemm_by_hand() {
+        // 4096 x 4096 x 4096 on 100 SMs: 32 x 32 = 1024 tiles, 11 waves
+        // (1024 / 1100 of the slots filled). FLOPs 2 * 4096^3 at 0.5 of 1e15
+        // FLOP/s; bytes 3 * 2 * 4096^2, at 4e12 * COPY_FRACTION, or 100 SMs
+        // at 1e12 each: compute bound.
+        let g = Gemm {
+            m: 4096,
+            n: 4096,
+            k: 4096,
+        };
+        let t = gemm_time(&params(), &gpu(4e12), &g, GemmKernel::Cublas { split: 1 });
+        let flops = 2.0 * 4096f64.powi(3);
+        let compute = flops / 0.5e15 / (1024.0 / 1100.0);
+        let bytes = 6.0 * 4096f64.powi(2);
+        let memory = (bytes / (4e12 * COPY_FRACTION)).max(bytes / 1e14);
+        let latency = 3e-6 + 11.0 * 1e-6;
+        assert!((t.compute - compute).abs() < 1e-12 * compute);
+        assert!((t.memory - memory).abs() < 1e-9 * memory);
+        assert!(
+            (t.total - (latency + compute)).abs() < 1e-9 * t.total,
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn doubling_the_bandwidth_halves_a_bandwidth_bound_gemm_but_not_its_latency() {
+        // A decode product (one row): memory bound.
+        let g = Gemm {
+            m: 1,
+            n: 8192,
+            k: 8192,
+        };
+        let kernel = GemmKernel::Cublas { split: 1 };
+        let slow = gemm_time(&params(), &gpu(2e12), &g, kernel);
+        let fast = gemm_time(&params(), &gpu(4e12), &g, kernel);
+        assert!(slow.memory > 10.0 * slow.compute);
+        assert!((fast.memory - slow.memory / 2.0).abs() < 1e-9 * slow.memory);
+        assert_eq!(fast.latency, slow.latency);
+        assert!(((fast.total - fast.latency) - (slow.total - slow.latency) / 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn blocks_follow_the_kernel() {
+        let g = Gemm {
+            m: 1,
+            n: 1024,
+            k: 2048,
+        };
+        assert_eq!(g.blocks(GemmKernel::Skinny, 132), 128);
+        assert_eq!(g.blocks(GemmKernel::Cublas { split: 4 }, 132), 32);
+        // cuBLAS's own split: 8 tiles on 132 SMs, K 2048 in 4 slices of 512.
+        assert_eq!(g.blocks(GemmKernel::Cublas { split: 1 }, 132), 32);
+    }
+
+    #[test]
+    fn smooth_max_is_between_the_max_and_the_sum() {
+        assert_eq!(smooth_max(0.0, 0.0, 4.0), 0.0);
+        let m = smooth_max(1.0, 1.0, 4.0);
+        assert!(m > 1.0 && m < 2.0);
+        assert!((smooth_max(3.0, 0.0, 4.0) - 3.0).abs() < 1e-12);
+    }
+}

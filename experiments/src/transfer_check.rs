@@ -1,0 +1,137 @@
+//! `exp transfer-check`: how well the operator cost model
+//! (`calibration::operators`) predicts steps it was not fitted on.
+//!
+//! Contract: reads whole-step measurements over the Qwen3 family and SM
+//! counts (`--family`, the format of `results/h200/engine_family.csv`),
+//! fits the operator model on all of them (`operator_params.ron`), then
+//! predicts every step of each model size from a fit without that size, and
+//! every SM-limited step from a fit on the whole GPU only; writes each
+//! prediction to `transfer.csv` (held_out, target, quantity, predicted_ms,
+//! measured_ms, error_pct) and the largest error per model and kind to the
+//! figure `transfer_error` (PNG + SVG). Prints the median and largest
+//! absolute error of each kind unless `--quiet`. No GPU is needed.
+
+use anyhow::Context;
+use calibration::operators::{family, fit};
+use figures::{Chart, Kind, Series, Source};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct TransferArgs {
+    /// Whole-step measurements (model, sm_count, kind, batch, tokens, ms_median, ...).
+    #[arg(long, default_value = "results/h200/engine_family.csv")]
+    pub family: PathBuf,
+    /// Datasheet GPU the measurements were taken on (its SM-limited slices are
+    /// described by SM count, FLOP/s share and measured copy bandwidth).
+    #[arg(long, default_value = "h200-sxm")]
+    pub gpu: String,
+    #[arg(long, default_value = "results/h200")]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn summary(rows: &[fit::HeldOutRow]) -> (f64, f64) {
+    let mut e: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
+    e.sort_by(f64::total_cmp);
+    if e.is_empty() {
+        return (0.0, 0.0);
+    }
+    (e[e.len() / 2], e[e.len() - 1])
+}
+
+/// Largest absolute error per model (the part of the target before `@`).
+fn worst_per_model(rows: &[fit::HeldOutRow]) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for r in rows {
+        let model = r.target.split('@').next().unwrap_or(&r.target).to_string();
+        match out.iter_mut().find(|(t, _)| *t == model) {
+            Some((_, e)) => *e = e.max(r.error_pct.abs()),
+            None => out.push((model, r.error_pct.abs())),
+        }
+    }
+    out
+}
+
+pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
+    let whole = calibration::datasheet::lookup(&args.gpu)?;
+    let points = family::read(&args.family, &whole)?;
+    let all: Vec<&family::FamilyPoint> = points.iter().collect();
+    let params = fit::fit_points(&all)?;
+    let by_model = fit::leave_one_model_out(&points)?;
+    let by_sm = fit::sm_count_holdout(&points, whole.sm_count)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let csv_path = args.out.join("transfer.csv");
+    let mut w = csv::Writer::from_path(&csv_path)
+        .with_context(|| format!("writing {}", csv_path.display()))?;
+    for r in by_model.iter().chain(&by_sm) {
+        w.serialize(r)?;
+    }
+    w.flush()?;
+    let ron_path = args.out.join("operator_params.ron");
+    let text = ron::ser::to_string_pretty(&params, ron::ser::PrettyConfig::default())?;
+    std::fs::write(&ron_path, text + "\n")
+        .with_context(|| format!("writing {}", ron_path.display()))?;
+
+    // Models from the smallest to the largest.
+    let mut models: Vec<(usize, String)> = points
+        .iter()
+        .map(|p| (p.shape.linear_params(), p.model.clone()))
+        .collect();
+    models.sort();
+    models.dedup();
+    let pos = |m: &str| models.iter().position(|(_, x)| x == m).unwrap_or(0) as f64;
+    let series = |label: &str, worst: Vec<(String, f64)>| {
+        let mut pts: Vec<(f64, f64)> = worst.iter().map(|(m, e)| (pos(m), *e)).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Series::new(label, Source::Sim, pts)
+    };
+    let (mm, mx) = summary(&by_model);
+    let (sm_med, sm_max) = summary(&by_sm);
+    let chart = Chart {
+        title: "Operator cost model on steps it was not fitted on".into(),
+        subtitle: format!(
+            "GPU {} and SM-limited slices; cost model: operators fitted on {}; models qwen3-0.6b..32b; \
+             workload: decode batches 1-256 at 300 keys, prefills 512-3200 tokens. \
+             Held-out size: median {mm:.1} %, max {mx:.1} %; held-out SM count: median {sm_med:.1} %, max {sm_max:.1} %",
+            whole.name,
+            args.family.display()
+        ),
+        x_label: "model".into(),
+        y_label: "largest |error| over the model's held-out steps (%)".into(),
+        kind: Kind::Bars,
+        series: vec![
+            series("model size held out", worst_per_model(&by_model)),
+            series("SM count held out: 8-64 SMs, fit on the whole GPU", worst_per_model(&by_sm)),
+        ],
+        references: vec![
+            figures::Reference { label: "8 % (sizes target)".into(), y: 8.0 },
+            figures::Reference { label: "10 % (SM target)".into(), y: 10.0 },
+        ],
+        x_ticks: Some(
+            models
+                .iter()
+                .enumerate()
+                .map(|(i, (_, m))| (i as f64, m.clone()))
+                .collect(),
+        ),
+        ..Chart::default()
+    };
+    let files = figures::draw(&chart, &args.out.join("transfer_error"))?;
+    if !args.quiet {
+        eprintln!(
+            "held-out model size: {} steps, |error| median {mm:.2} %, max {mx:.2} %",
+            by_model.len()
+        );
+        eprintln!(
+            "held-out SM count: {} steps, |error| median {sm_med:.2} %, max {sm_max:.2} %",
+            by_sm.len()
+        );
+        eprintln!("wrote {}, {}", csv_path.display(), ron_path.display());
+        for f in files {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
