@@ -67,23 +67,42 @@ impl<R: ModelRunner> EngineCore<R> {
     /// token id outside the runner's vocabulary, an id that an unfinished
     /// request already has).
     pub fn add_request(&mut self, request: Request) -> Result<(), RequestError> {
-        // An id past the embedding table would be read out of bounds by a
-        // real runner (or fail deep inside a step); refused here, up front.
-        if let Some(vocab) = self.runner.vocab_size() {
-            let outside = request
-                .prompt_token_ids
-                .iter()
-                .position(|&t| t as usize >= vocab);
-            if let Some(position) = outside {
-                return Err(RequestError::TokenOutOfVocab {
-                    id: request.id,
-                    position,
-                    token: request.prompt_token_ids[position],
-                    vocab,
-                });
-            }
-        }
+        self.check_vocab(&request, &[])?;
         self.scheduler.add_request(request)
+    }
+
+    /// Queues a request prefilled on another engine, whose K/V for the
+    /// prompt and for all of `outputs` (tokens sampled there) but the last
+    /// arrives with it: the decode side of prefill/decode disaggregation
+    /// (vLLM's `do_remote_prefill`; rules in `scheduler::remote`). Refuses
+    /// what [`add_request`](Self::add_request) refuses, and `outputs` that
+    /// already finish the request.
+    pub fn add_remote_prefilled(
+        &mut self,
+        request: Request,
+        outputs: &[u32],
+    ) -> Result<(), RequestError> {
+        self.check_vocab(&request, outputs)?;
+        self.scheduler.add_remote_prefilled(request, outputs)
+    }
+
+    /// An id past the embedding table would be read out of bounds by a real
+    /// runner (or fail deep inside a step); refused up front. `position`
+    /// counts the prompt, then `outputs`.
+    fn check_vocab(&self, request: &Request, outputs: &[u32]) -> Result<(), RequestError> {
+        let Some(vocab) = self.runner.vocab_size() else {
+            return Ok(());
+        };
+        let tokens = request.prompt_token_ids.iter().chain(outputs);
+        match tokens.enumerate().find(|(_, &t)| t as usize >= vocab) {
+            Some((position, &token)) => Err(RequestError::TokenOutOfVocab {
+                id: request.id,
+                position,
+                token,
+                vocab,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Frees everything the request holds; `Unknown` if it is not unfinished.

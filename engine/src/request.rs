@@ -102,4 +102,18 @@ pub enum RequestError {
     DuplicateId(RequestId),
     #[error("request {0}: no such unfinished request")]
     Unknown(RequestId),
+    #[error(
+        "request {id}: {outputs} output token(s) sampled on the prefill engine already reach \
+         max_tokens ({max_tokens}); nothing is left to decode, so finish it where it was prefilled"
+    )]
+    RemoteOutputsComplete {
+        id: RequestId,
+        outputs: usize,
+        max_tokens: usize,
+    },
+    #[error(
+        "request {id}: output token {position} sampled on the prefill engine is its EOS token, \
+         so it has finished there; do not send it on"
+    )]
+    RemoteOutputsStopped { id: RequestId, position: usize },
 }

@@ -25,7 +25,7 @@ pub use runner::{RunnerKind, RunnerLimits};
 pub use shipped::{ShippedProfile, SHIPPED};
 pub use sim_backend::SimBackend;
 
-use crate::fleet::FleetSpec;
+use crate::fleet::{DisaggSpec, FleetSpec};
 use crate::script::Script;
 use engine::EngineConfig;
 use serde::Serialize;
@@ -98,6 +98,18 @@ pub enum BackendError {
         replicas: usize,
         router: &'static str,
     },
+    /// A disaggregated condition on a backend that drives a single engine.
+    #[error(
+        "this condition asks for {prefill} prefill and {decode} decode replica(s), but the \
+         {backend} backend drives one engine on one device: run it with --mode sim"
+    )]
+    DisaggUnsupported {
+        backend: &'static str,
+        prefill: usize,
+        decode: usize,
+    },
+    #[error("a condition is either a routed fleet or a disaggregated one, not both")]
+    FleetAndDisagg,
     #[error("router: {0}")]
     Router(#[from] sim::cluster::ClusterError),
     #[error(transparent)]
@@ -179,6 +191,23 @@ pub trait Backend {
             backend: self.info().mode,
             replicas: fleet.replicas,
             router: fleet.router.name(),
+        })
+    }
+    /// Runs `script` on a prefill pool and a decode pool of `engine`
+    /// ([`DisaggSpec`]); each request's tag records both replicas
+    /// ([`crate::fleet::tag_with_placement`]). By default a backend drives
+    /// one engine and refuses.
+    fn run_disagg(
+        &self,
+        engine: &EngineConfig,
+        disagg: &DisaggSpec,
+        script: &Script,
+    ) -> Result<RunRecords, BackendError> {
+        let _ = (engine, script);
+        Err(BackendError::DisaggUnsupported {
+            backend: self.info().mode,
+            prefill: disagg.prefill(),
+            decode: disagg.decode(),
         })
     }
 }

@@ -145,6 +145,7 @@ mod tests {
             script: Script { requests },
             seed: 0,
             fleet: None,
+            disagg: None,
         }
     }
 

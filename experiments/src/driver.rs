@@ -93,9 +93,11 @@ fn run_one(
     c: &Condition,
     observe: &dyn Fn(ProgressEvent),
 ) -> Result<RunRecords, DriverError> {
-    let run = match &c.fleet {
-        Some(fleet) => backend.run_fleet(&c.engine, fleet, &c.script),
-        None => backend.run_observed(&c.engine, &c.script, observe),
+    let run = match (&c.fleet, &c.disagg) {
+        (Some(_), Some(_)) => Err(BackendError::FleetAndDisagg),
+        (Some(fleet), None) => backend.run_fleet(&c.engine, fleet, &c.script),
+        (None, Some(disagg)) => backend.run_disagg(&c.engine, disagg, &c.script),
+        (None, None) => backend.run_observed(&c.engine, &c.script, observe),
     };
     run.map_err(|error| DriverError::Backend {
         label: c.label.clone(),

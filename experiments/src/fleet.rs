@@ -6,7 +6,12 @@
 //! A fleet run records each request's replica in its tag, as
 //! `<tag>@replica=<index>` ([`tag_with_replica`]), so `requests.csv` shows it
 //! and a summary reads it back with [`replica_of_tag`]; runs without a fleet
-//! keep their tags as they are.
+//! keep their tags as they are. A disaggregated fleet (prefill and decode
+//! pools, [`DisaggSpec`]) tags requests with both replicas instead.
+
+mod disagg;
+
+pub use disagg::{placement_of_tag, tag_with_placement, DisaggSpec};
 
 use sim::cluster::{
     AffinityKey, ClusterError, ConversationAffinity, LeastKvUsage, LeastOutstanding,

@@ -144,9 +144,14 @@ pub fn condition_cost(c: &Condition, kv_blocks: usize) -> ConditionCost {
     }
 }
 
-/// KV blocks of every engine `c` runs on: one per replica of a fleet.
+/// KV blocks of every engine `c` runs on: one per replica of a fleet (both
+/// pools of a disaggregated one).
 fn fleet_kv_blocks(c: &Condition, backend: &dyn Backend) -> usize {
-    let replicas = c.fleet.map_or(1, |f| f.replicas);
+    let replicas = match (c.fleet, c.disagg) {
+        (_, Some(d)) => d.replicas(),
+        (Some(f), None) => f.replicas,
+        (None, None) => 1,
+    };
     backend.kv_blocks(&c.engine).unwrap_or(0) * replicas
 }
 

@@ -64,6 +64,10 @@ pub enum ParamKind {
     Positive,
     /// A finite number > 0, or `all` (no limit, read as infinity).
     PositiveOrAll,
+    /// A finite number > 0, or `inf` (read as infinity).
+    PositiveOrInf,
+    /// Comma-separated finite numbers > 0 (at least one).
+    PositiveList,
     /// A file path; the default `""` means none given.
     Path,
 }
@@ -83,6 +87,7 @@ pub enum ParamValue {
     Count(usize),
     Counts(Vec<usize>),
     Number(f64),
+    Numbers(Vec<f64>),
     /// `None` is `off` (chunked prefill disabled).
     Chunks(Vec<Option<usize>>),
     Words(Vec<String>),
@@ -176,6 +181,13 @@ impl Settings {
         match self.get(key) {
             Some(ParamValue::Number(x)) => Ok(*x),
             _ => Err(self.kind_error(key, "Number")),
+        }
+    }
+
+    pub fn numbers(&self, key: &str) -> Result<Vec<f64>, SettingsError> {
+        match self.get(key) {
+            Some(ParamValue::Numbers(x)) => Ok(x.clone()),
+            _ => Err(self.kind_error(key, "PositiveList")),
         }
     }
 

@@ -11,10 +11,16 @@
 //!   returns the records together with each request's replica; the plain
 //!   [`crate::run`] / [`crate::run_with`] are untouched by routing.
 //! - A router never sees an empty fleet: [`run_routed`] refuses one.
+//! - [`disagg`] splits a fleet into a prefill pool and a decode pool joined by
+//!   a KV link ([`run_disaggregated`]); each pool has its own router.
 
+pub mod disagg;
 mod routers;
 
 pub use crate::event_loop::{run_routed, RoutedRun};
+pub use disagg::{
+    run_disaggregated, DisaggConfig, DisaggFleet, DisaggRun, KvLink, Placement, Pool, Transfer,
+};
 pub use routers::{
     AffinityKey, ConversationAffinity, LeastKvUsage, LeastOutstanding, PrefixCacheAware, RoundRobin,
 };
@@ -31,6 +37,13 @@ pub enum ClusterError {
          (cached tokens one outstanding request is worth)"
     )]
     BadLoadWeight(f64),
+    #[error(
+        "KV link bandwidth = {0} bytes/s is invalid: use a value > 0 (f64::INFINITY, `inf`, \
+         for a link that takes no time per byte)"
+    )]
+    BadLinkBandwidth(f64),
+    #[error("KV link latency = {0} s is invalid: use a finite value >= 0")]
+    BadLinkLatency(f64),
 }
 
 /// What a router may know of one replica.

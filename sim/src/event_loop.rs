@@ -22,14 +22,16 @@
 //!   requests that schedules nothing twice in a row is stuck, and the run
 //!   fails naming those requests ([`RunError::Stuck`]).
 
-mod queue;
+pub(crate) mod queue;
+pub(crate) mod step_record;
 
 use crate::clock::Clock;
 use crate::cluster::{Fleet, Router};
-use crate::records::{RequestRecord, RunRecords, StepRecord};
+use crate::records::{RequestRecord, RunRecords};
 use crate::workload::{Arrival, Workload};
-use engine::{EngineCore, FinishReason, ModelRunner, RequestError, RequestId, StepOutcome};
+use engine::{EngineCore, ModelRunner, RequestError, RequestId, StepOutcome};
 use queue::{ArrivalQueue, RecordIndex};
+use step_record::{finish_reason, step_record, Occupancy};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -51,6 +53,11 @@ pub enum RunError {
     Stuck { engine: usize, requests: Vec<u64> },
     #[error("a routed run needs at least one engine to route to")]
     EmptyFleet,
+    #[error(
+        "a disaggregated fleet needs at least one {pool} replica, and its {pool} pool is \
+         empty; give it one or more"
+    )]
+    EmptyPool { pool: &'static str },
     #[error("request {id} arrives at {time} s: arrival times must be finite")]
     BadArrivalTime { id: u64, time: f64 },
     #[error("engine {engine} reported request {id}, which the run never sent it")]
@@ -159,14 +166,6 @@ fn drive<R: ModelRunner, C: Clock>(
         records.prefix_cache_hits += hits.saturating_sub(hits_before);
     }
     Ok((records, state.engine_of))
-}
-
-/// The engine's queues and KV cache after a step, as its record keeps them.
-struct Occupancy {
-    kv_blocks_used: usize,
-    kv_blocks_total: usize,
-    waiting_seqs: usize,
-    running_seqs: usize,
 }
 
 struct LoopState {
@@ -324,52 +323,16 @@ impl LoopState {
             record.finish_reason.clear();
             record.finish_reason.push_str(finish_reason(reason));
         }
-        let occupancy = Occupancy {
-            kv_blocks_used,
-            // The pool's block 0 is the null block, never handed out.
-            kv_blocks_total: engine.kv_cache().num_blocks().saturating_sub(1),
-            waiting_seqs: engine.num_waiting(),
-            running_seqs: engine.num_running(),
-        };
-        self.push_step(engine_index, start, end, shape, occupancy);
+        let occupancy = Occupancy::of(engine, kv_blocks_used);
+        let keep = self.options.record_step_shapes;
+        let record = step_record(engine_index, (start, end), shape, occupancy, keep);
+        self.records.steps.push(record);
         for (id, _) in finished {
             for arrival in workload.on_finish(id.0, end) {
                 self.enqueue(arrival)?;
             }
         }
         Ok(())
-    }
-
-    fn push_step(
-        &mut self,
-        engine: usize,
-        start: f64,
-        end: f64,
-        shape: engine::BatchShape,
-        occupancy: Occupancy,
-    ) {
-        let counts = shape.counts();
-        let shape = if self.options.record_step_shapes {
-            shape
-        } else {
-            engine::BatchShape::default()
-        };
-        self.records.steps.push(StepRecord {
-            engine,
-            start_s: start,
-            duration_s: end - start,
-            scheduled_tokens: counts.tokens,
-            prefill_seqs: counts.prefill_seqs,
-            decode_seqs: counts.decode_seqs,
-            prefill_tokens: counts.prefill_tokens,
-            context_tokens: counts.context_tokens,
-            max_context: counts.max_context,
-            kv_blocks_used: occupancy.kv_blocks_used,
-            kv_blocks_total: occupancy.kv_blocks_total,
-            waiting_seqs: occupancy.waiting_seqs,
-            running_seqs: occupancy.running_seqs,
-            shape,
-        });
     }
 
     fn stuck(&self, engine: usize) -> RunError {
@@ -382,13 +345,5 @@ impl LoopState {
             .map(|(r, _)| r.id)
             .collect();
         RunError::Stuck { engine, requests }
-    }
-}
-
-fn finish_reason(reason: FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Length => "length",
-        FinishReason::Stop => "stop",
-        FinishReason::Aborted => "aborted",
     }
 }

@@ -18,6 +18,11 @@
 //!   with no computed tokens first looks up its cached prefix. With chunked
 //!   prefill off, one that does not fit whole stops admission; one whose
 //!   blocks cannot be allocated stops admission (head of line).
+//! - A request prefilled on another engine ([`Scheduler::add_remote_prefilled`],
+//!   vLLM's `do_remote_prefill`) is admitted like any waiting request, its
+//!   local cache hits first, but every token before its last counts as
+//!   computed: its blocks are allocated and only the last token is
+//!   scheduled. A preemption later recomputes it like any other request.
 //! - Full blocks enter the prefix cache at allocation, before the forward
 //!   pass, so a request admitted later in the same step can hit them.
 //! - Hit counters count prompt tokens of first admissions and their cached
@@ -27,6 +32,7 @@
 //! depends on nothing above the scheduler.
 
 pub mod output;
+mod remote;
 mod state;
 mod update;
 
@@ -114,6 +120,11 @@ impl Scheduler {
 
     /// Queues a request, rejecting one that can never run.
     pub fn add_request(&mut self, request: Request) -> Result<(), RequestError> {
+        self.queue_request(request).map(|_| ())
+    }
+
+    /// [`add_request`](Self::add_request), returning the request's slot.
+    fn queue_request(&mut self, request: Request) -> Result<u32, RequestError> {
         let id = request.id;
         let prompt = request.prompt_token_ids.len();
         if prompt == 0 {
@@ -137,7 +148,7 @@ impl Scheduler {
         state.blocks = SeqBlocks::with_capacity(self.config.blocks_for(prompt + state.max_tokens));
         let slot = self.requests.insert(state);
         self.waiting.push_back(slot);
-        Ok(())
+        Ok(slot)
     }
 
     /// Removes an unfinished request and frees its blocks.
@@ -261,7 +272,8 @@ impl Scheduler {
             } else {
                 0
             };
-            let computed = state.num_computed_tokens + cached;
+            // K/V sent by a prefill engine counts as computed, past the local hits.
+            let computed = (state.num_computed_tokens + cached).max(state.num_external_tokens);
             let remaining = state.tokens.len() - computed;
             let room = self.config.max_model_len.saturating_sub(computed);
             let wanted = cap_chunk(remaining, self.config.long_prefill_token_threshold);
@@ -270,18 +282,22 @@ impl Scheduler {
             }
             let num_new = wanted.min(*budget).min(room);
             let base = state.num_computed_tokens;
+            // External tokens need blocks (their K/V is written into them)
+            // but no compute: allocated with the step's new tokens.
+            let external = computed - base - cached;
             if num_new == 0
                 || !self.kv.allocate_slots(
                     &mut state.blocks,
                     &state.tokens,
                     salt,
                     base,
-                    num_new,
+                    external + num_new,
                     &self.hits,
                 )
             {
                 break;
             }
+            state.num_external_tokens = 0;
             self.waiting.pop_front();
             self.running.push(slot);
             let first_admission = state.status == RequestStatus::Waiting;

@@ -20,6 +20,10 @@ pub struct RequestState {
     pub arrival_time: f64,
     /// Tokens whose K/V is in the request's blocks (computed or cache hits).
     pub num_computed_tokens: usize,
+    /// Leading tokens whose K/V another engine computed and sent (vLLM's
+    /// remote prefill); they count as computed at the first admission, which
+    /// resets this to 0, so a later preemption recomputes them.
+    pub num_external_tokens: usize,
     pub status: RequestStatus,
     pub blocks: SeqBlocks,
     pub num_preemptions: u32,
@@ -40,6 +44,7 @@ impl RequestState {
             cache_salt: request.cache_salt,
             arrival_time: request.arrival_time,
             num_computed_tokens: 0,
+            num_external_tokens: 0,
             status: RequestStatus::Waiting,
             blocks: SeqBlocks::default(),
             num_preemptions: 0,

@@ -17,6 +17,7 @@ mod invariants;
 mod model_loading;
 mod model_memory;
 mod model_presets;
+mod remote_prefill;
 mod requests;
 mod runner_impls;
 mod scheduler_rules;

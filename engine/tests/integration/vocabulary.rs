@@ -78,6 +78,26 @@ fn an_id_at_or_past_the_vocabulary_is_refused_naming_it_and_the_fix() {
 }
 
 #[test]
+fn tokens_sampled_by_a_prefill_engine_are_checked_too() {
+    let mut core = engine_with_vocab(100);
+    let err = core
+        .add_remote_prefilled(Request::new(7, vec![1, 2, 3], 4), &[100])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RequestError::TokenOutOfVocab {
+                position: 3,
+                token: 100,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(!core.has_unfinished());
+}
+
+#[test]
 fn a_runner_without_a_vocabulary_accepts_any_id() {
     let mut core = EngineCore::new(small(), FixedTokenRunner::new(64, 10)).expect("engine");
     assert_eq!(core.runner().vocab_size(), None);

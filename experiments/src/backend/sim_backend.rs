@@ -8,12 +8,16 @@
 //! GPU's memory holds ([`ResolvedCost::kv_blocks`]). A fleet condition
 //! ([`Backend::run_fleet`]) runs that many engines of the same settings, each
 //! with that capacity, through `sim::run_routed`; `exp plan`'s fleet sizing
-//! runs a fixed list of arrivals that way ([`SimBackend::run_arrivals_fleet`]).
+//! runs a fixed list of arrivals that way ([`SimBackend::run_arrivals_fleet`]);
+//! a disaggregated one ([`Backend::run_disagg`]) a prefill and a decode pool of such engines
+//! through `sim::cluster::run_disaggregated`, the link carrying the
+//! priced model's K/V (`ModelShape::kv_bytes_per_token`).
 
 use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
-use crate::fleet::{tag_with_replica, FleetSpec};
+use crate::fleet::{tag_with_placement, tag_with_replica, DisaggSpec, FleetSpec};
 use crate::script::{Script, ScriptWorkload};
 use engine::{EngineConfig, EngineCore};
+use sim::cluster::{run_disaggregated, DisaggConfig, DisaggFleet};
 use sim::{Arrival, RunRecords, SimRunner, VirtualClock, Workload};
 
 #[derive(Clone)]
@@ -77,6 +81,21 @@ impl SimBackend {
         )?)
     }
 
+    /// `n` engines of `engine_cfg`, each with its own KV cache.
+    fn replicas(
+        &self,
+        engine_cfg: &EngineConfig,
+        n: usize,
+    ) -> Result<Vec<EngineCore<SimRunner>>, BackendError> {
+        (0..n)
+            .map(|_| {
+                let runner =
+                    SimRunner::new(self.cost.model.clone(), self.capacity_blocks(engine_cfg));
+                Ok(EngineCore::new(engine_cfg.clone(), runner)?)
+            })
+            .collect()
+    }
+
     /// Runs a fixed list of arrivals (open loop) without recording step
     /// shapes: the many short runs of a rate search need only the requests.
     pub fn run_arrivals(
@@ -115,14 +134,7 @@ impl SimBackend {
     ) -> Result<sim::RoutedRun, BackendError> {
         let mut router = fleet.router.build()?;
         // Every replica gets its own copy of the engine and its own KV cache.
-        let engines = (0..fleet.replicas)
-            .map(|_| {
-                let runner =
-                    SimRunner::new(self.cost.model.clone(), self.capacity_blocks(engine_cfg));
-                EngineCore::new(engine_cfg.clone(), runner)
-            })
-            .collect::<Result<Vec<_>, _>>();
-        let mut engines = engines?;
+        let mut engines = self.replicas(engine_cfg, fleet.replicas)?;
         Ok(sim::run_routed(
             &mut engines,
             &mut VirtualClock::new(),
@@ -177,6 +189,37 @@ impl Backend for SimBackend {
         let mut records = routed.records;
         for (request, &replica) in records.requests.iter_mut().zip(&routed.replica_of) {
             request.tag = tag_with_replica(&request.tag, replica);
+        }
+        Ok(records)
+    }
+
+    fn run_disagg(
+        &self,
+        engine_cfg: &EngineConfig,
+        disagg: &DisaggSpec,
+        script: &Script,
+    ) -> Result<RunRecords, BackendError> {
+        let mut prefill_router = disagg.prefill_router.build()?;
+        let mut decode_router = disagg.decode_router.build()?;
+        let mut prefill = self.replicas(engine_cfg, disagg.prefill())?;
+        let mut decode = self.replicas(engine_cfg, disagg.decode())?;
+        let fleet = DisaggFleet {
+            prefill: &mut prefill,
+            decode: &mut decode,
+            prefill_router: prefill_router.as_mut(),
+            decode_router: decode_router.as_mut(),
+        };
+        let config = DisaggConfig::for_model(disagg.link, &self.cost.shape);
+        let run = run_disaggregated(
+            fleet,
+            &mut VirtualClock::new(),
+            &mut ScriptWorkload::new(script.clone()),
+            &config,
+            &sim::RunOptions::default(),
+        )?;
+        let mut records = run.records;
+        for (request, placement) in records.requests.iter_mut().zip(&run.placement) {
+            request.tag = tag_with_placement(&request.tag, placement);
         }
         Ok(records)
     }

@@ -1,7 +1,8 @@
 //! The experiment catalogue (docs/experiments.md: five experiments,
 //! `poisson_mix`, the validation workload, `trace_replay`, a request trace
-//! at its recorded times, and `router_sweep`, routers over a simulated fleet
-//! of replicas) and the interface each implements.
+//! at its recorded times, `router_sweep`, routers over a simulated fleet
+//! of replicas, and `pd_sweep`, aggregated against prefill/decode
+//! disaggregated fleets) and the interface each implements.
 //!
 //! Contract: an [`Experiment`] turns settings and a seed into conditions
 //! (engine settings + a seeded script each, condition `i` seeded from
@@ -13,6 +14,7 @@ mod cb_sweep;
 mod chunk_sweep;
 mod latency;
 mod load;
+mod pd_sweep;
 mod poisson_mix;
 mod prefix_cache;
 mod router_sweep;
@@ -21,7 +23,7 @@ mod timing_leak;
 mod trace_replay;
 
 use crate::charts::ChartSpec;
-use crate::fleet::FleetSpec;
+use crate::fleet::{DisaggSpec, FleetSpec};
 use crate::script::Script;
 use crate::settings::{ParamSpec, Settings, SettingsError};
 use crate::table::Table;
@@ -58,6 +60,11 @@ pub struct Condition {
     /// Replicas of `engine` behind a router ([`crate::fleet`]); `None`: one
     /// engine, as every experiment but `router_sweep` runs.
     pub fleet: Option<FleetSpec>,
+    /// Prefill and decode pools of `engine` joined by a KV link
+    /// ([`crate::fleet::DisaggSpec`]); `None` unless the experiment compares
+    /// disaggregated serving (`pd_sweep`). At most one of `fleet` and
+    /// `disagg` is set.
+    pub disagg: Option<DisaggSpec>,
 }
 
 /// What an experiment reports.
@@ -107,6 +114,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &poisson_mix::PoissonMix,
         &trace_replay::TraceReplayExp,
         &router_sweep::RouterSweep,
+        &pd_sweep::PdSweep,
     ]
 }
 
@@ -138,6 +146,7 @@ pub(crate) fn condition(
         script,
         seed,
         fleet: None,
+        disagg: None,
     })
 }
 

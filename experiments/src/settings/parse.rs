@@ -19,6 +19,8 @@ impl ParamKind {
             ParamKind::Choice(c) => format!("one of {}", c.join(", ")),
             ParamKind::Positive => "a finite number > 0".into(),
             ParamKind::PositiveOrAll => "a finite number > 0, or `all`".into(),
+            ParamKind::PositiveOrInf => "a finite number > 0, or `inf`".into(),
+            ParamKind::PositiveList => "comma-separated numbers > 0, e.g. 10,20,40".into(),
             ParamKind::Path => "a file path".into(),
         }
     }
@@ -45,9 +47,9 @@ pub(super) fn parse_default(spec: &ParamSpec) -> Result<ParamValue, SettingsErro
     parse_param(spec, spec.default)
 }
 
-/// A finite number > 0 (`all` too when `or_all`, as infinity).
-fn positive(v: &str, or_all: bool) -> Option<f64> {
-    if or_all && v == "all" {
+/// A finite number > 0 (`infinite`, when given, too, as infinity).
+fn positive(v: &str, infinite: Option<&str>) -> Option<f64> {
+    if infinite == Some(v) {
         return Some(f64::INFINITY);
     }
     v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
@@ -67,8 +69,14 @@ pub(super) fn parse_param(spec: &ParamSpec, value: &str) -> Result<ParamValue, S
                 .map(|c| c.to_string())
                 .ok_or_else(err)?,
         ),
-        ParamKind::Positive => ParamValue::Number(positive(v, false).ok_or_else(err)?),
-        ParamKind::PositiveOrAll => ParamValue::Number(positive(v, true).ok_or_else(err)?),
+        ParamKind::Positive => ParamValue::Number(positive(v, None).ok_or_else(err)?),
+        ParamKind::PositiveOrAll => ParamValue::Number(positive(v, Some("all")).ok_or_else(err)?),
+        ParamKind::PositiveOrInf => ParamValue::Number(positive(v, Some("inf")).ok_or_else(err)?),
+        ParamKind::PositiveList => ParamValue::Numbers(
+            list_items(v)
+                .map(|s| positive(s, None).ok_or_else(err))
+                .collect::<Result<_, _>>()?,
+        ),
         ParamKind::Path => ParamValue::Path(Some(v.into())),
         ParamKind::Count => ParamValue::Count(v.parse().map_err(|_| err())?),
         ParamKind::Number => {
@@ -108,4 +116,41 @@ pub(super) fn parse_param(spec: &ParamSpec, value: &str) -> Result<ParamValue, S
                 .collect::<Result<_, _>>()?,
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: ParamKind) -> ParamSpec {
+        ParamSpec {
+            key: "k",
+            kind,
+            default: "1",
+            help: "",
+        }
+    }
+
+    #[test]
+    fn number_lists_and_infinite_numbers_parse_and_impossible_ones_are_refused() {
+        let list = spec(ParamKind::PositiveList);
+        assert_eq!(
+            parse_param(&list, "2.5, 10,40"),
+            Ok(ParamValue::Numbers(vec![2.5, 10.0, 40.0]))
+        );
+        for v in ["0", "1,-2", "nan", "inf", "1,,2", ""] {
+            let err = parse_param(&list, v).expect_err(v).to_string();
+            assert!(err.contains("numbers > 0"), "{err}");
+        }
+        let inf = spec(ParamKind::PositiveOrInf);
+        assert_eq!(
+            parse_param(&inf, "inf"),
+            Ok(ParamValue::Number(f64::INFINITY))
+        );
+        assert_eq!(parse_param(&inf, "50"), Ok(ParamValue::Number(50.0)));
+        for v in ["0", "-3", "nan", "all", "infinity"] {
+            let err = parse_param(&inf, v).expect_err(v).to_string();
+            assert!(err.contains("`inf`"), "{err}");
+        }
+    }
 }

@@ -7,6 +7,7 @@ mod both_modes;
 mod cli;
 mod generate_and_tokenizer;
 mod input_checks;
+mod pd_sweep;
 mod physics;
 mod plan;
 mod plan_fleet;

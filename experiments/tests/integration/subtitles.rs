@@ -99,6 +99,6 @@ fn every_svg_of_every_experiment_names_the_gpu_and_the_model() {
         }
         figures += svgs.len();
     }
-    // 2 + 3 + 1 + 2 + 2 + 1 + 4 + 2 figures across the eight experiments.
-    assert_eq!(figures, 17);
+    // 2 + 3 + 1 + 2 + 2 + 1 + 4 + 2 + 3 figures across the nine experiments.
+    assert_eq!(figures, 20);
 }

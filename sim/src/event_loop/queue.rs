@@ -1,28 +1,29 @@
-//! Pending arrivals in time order, and request ids to record indices.
+//! Pending arrivals (and other timed events) in time order, and request ids
+//! to record indices.
 
 use crate::workload::Arrival;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
-struct Pending {
+struct Pending<T> {
     time: f64,
-    /// Insertion order: arrivals at the same time keep the workload's order.
+    /// Insertion order: items due at the same time keep their order.
     seq: u64,
-    arrival: Arrival,
+    item: T,
 }
 
-impl PartialEq for Pending {
+impl<T> PartialEq for Pending<T> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl Eq for Pending {}
-impl PartialOrd for Pending {
+impl<T> Eq for Pending<T> {}
+impl<T> PartialOrd for Pending<T> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Pending {
+impl<T> Ord for Pending<T> {
     fn cmp(&self, other: &Self) -> Ordering {
         self.time
             .total_cmp(&other.time)
@@ -30,32 +31,48 @@ impl Ord for Pending {
     }
 }
 
-/// Arrivals not yet handed to an engine, earliest first.
-#[derive(Default)]
-pub(super) struct ArrivalQueue {
-    heap: BinaryHeap<Reverse<Pending>>,
+/// Items due at given times, earliest first, ties in insertion order.
+pub(crate) struct TimedQueue<T> {
+    heap: BinaryHeap<Reverse<Pending<T>>>,
     next_seq: u64,
 }
 
-impl ArrivalQueue {
-    pub(super) fn push(&mut self, arrival: Arrival) {
-        let time = arrival.request.arrival_time;
+impl<T> Default for TimedQueue<T> {
+    fn default() -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+        }
+    }
+}
+
+impl<T> TimedQueue<T> {
+    pub(crate) fn push_at(&mut self, time: f64, item: T) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Reverse(Pending { time, seq, arrival }));
+        self.heap.push(Reverse(Pending { time, seq, item }));
     }
 
-    pub(super) fn next_time(&self) -> Option<f64> {
+    pub(crate) fn next_time(&self) -> Option<f64> {
         self.heap.peek().map(|p| p.0.time)
     }
 
-    /// The earliest arrival if it is due at or before `now`.
-    pub(super) fn pop_due(&mut self, now: f64) -> Option<Arrival> {
+    /// The earliest item if it is due at or before `now`.
+    pub(crate) fn pop_due(&mut self, now: f64) -> Option<T> {
         if self.next_time()? <= now {
-            self.heap.pop().map(|p| p.0.arrival)
+            self.heap.pop().map(|p| p.0.item)
         } else {
             None
         }
+    }
+}
+
+/// Arrivals not yet handed to an engine, by arrival time.
+pub(crate) type ArrivalQueue = TimedQueue<Arrival>;
+
+impl ArrivalQueue {
+    pub(crate) fn push(&mut self, arrival: Arrival) {
+        self.push_at(arrival.request.arrival_time, arrival);
     }
 }
 
@@ -63,7 +80,7 @@ impl ArrivalQueue {
 /// (workloads number requests from 0), so they index a vector directly; far
 /// outliers go to a hash map so memory stays proportional to the requests.
 #[derive(Default)]
-pub(super) struct RecordIndex {
+pub(crate) struct RecordIndex {
     dense: Vec<u32>,
     sparse: HashMap<u64, usize>,
     len: usize,
@@ -76,7 +93,7 @@ impl RecordIndex {
         2 * self.len as u64 + 65_536
     }
 
-    pub(super) fn get(&self, id: u64) -> Option<usize> {
+    pub(crate) fn get(&self, id: u64) -> Option<usize> {
         match self.dense.get(id as usize) {
             Some(&i) if i != ABSENT => Some(i as usize),
             // An id stored sparse may lie in the dense range once it has grown.
@@ -85,7 +102,7 @@ impl RecordIndex {
     }
 
     /// Maps `id` to `index`; false if `id` is already mapped.
-    pub(super) fn insert(&mut self, id: u64, index: usize) -> bool {
+    pub(crate) fn insert(&mut self, id: u64, index: usize) -> bool {
         if self.get(id).is_some() {
             return false;
         }

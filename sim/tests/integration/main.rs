@@ -4,6 +4,7 @@
 mod common;
 
 mod cluster;
+mod disagg;
 mod event_loop;
 mod loop_properties;
 mod prompts;
