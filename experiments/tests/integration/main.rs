@@ -5,6 +5,7 @@ mod common;
 
 mod both_modes;
 mod cli;
+mod endpoint;
 mod generate_and_tokenizer;
 mod input_checks;
 mod physics;
