@@ -16,21 +16,19 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// An `exp serve --mode sim` server on loopback, with its runtime.
-struct SimServer {
+pub struct SimServer {
     runtime: tokio::runtime::Runtime,
     server: Option<serve::RunningServer>,
-    url: String,
+    pub url: String,
 }
 
 impl SimServer {
-    fn start(time_scale: f64) -> Self {
+    pub fn start(time_scale: f64) -> Self {
         let model = LoadedModel::config_only(&ModelChoice::Preset("qwen3-0.6b".into())).unwrap();
         let cost = resolve(&CostSource::Default("h200-sxm".into()), &model).unwrap();
-        let config = engine::EngineConfig {
-            num_gpu_blocks: Some(4096),
-            ..engine::EngineConfig::default()
-        };
-        let runner = sim::SimRunner::new(cost.model.clone(), 4096);
+        // The KV pool `exp serve` gives the model on the simulated H200.
+        let config = engine::EngineConfig::default();
+        let runner = sim::SimRunner::new(cost.model.clone(), cost.kv_blocks(&config));
         let engine = engine::EngineCore::new(config, runner).unwrap();
         let mut server_config = serve::ServerConfig::local("qwen3-0.6b");
         server_config.time_scale = time_scale;

@@ -6,6 +6,7 @@ mod common;
 mod both_modes;
 mod cli;
 mod endpoint;
+mod endpoint_calibrate;
 mod generate_and_tokenizer;
 mod input_checks;
 mod physics;
