@@ -7,11 +7,14 @@
 //! model ([`cost`]: calibrated profile, a profile built into `exp`
 //! ([`shipped`]) or datasheet roofline); [`RealBackend`] uses the wall clock
 //! and a CPU or CUDA runner that is built once per process and reused by
-//! every condition it can serve. A backend may report progress within a
-//! condition ([`Backend::run_observed`]); the real one does, per step.
-//! Experiments never see which backend ran them.
+//! every condition it can serve. [`EndpointBackend`] is real mode over HTTP:
+//! it plays the script against an OpenAI-compatible server and times it on
+//! the client ([`endpoint`]). A backend may report progress within a
+//! condition ([`Backend::run_observed`]); the real ones do, per step or per
+//! request. Experiments never see which backend ran them.
 
 pub mod cost;
+pub mod endpoint;
 pub mod model;
 mod real;
 pub mod runner;
@@ -19,12 +22,14 @@ pub mod shipped;
 mod sim_backend;
 
 pub use cost::{cost_for, CostBasis, CostSource, ProfileLookup, ResolvedCost};
+pub use endpoint::{EndpointBackend, EndpointSpec};
 pub use model::{LoadedModel, ModelChoice};
 pub use real::RealBackend;
 pub use runner::{RunnerKind, RunnerLimits};
 pub use shipped::{ShippedProfile, SHIPPED};
 pub use sim_backend::SimBackend;
 
+use crate::catalogue::Condition;
 use crate::fleet::{DisaggSpec, FleetSpec};
 use crate::script::Script;
 use engine::EngineConfig;
@@ -112,10 +117,23 @@ pub enum BackendError {
     FleetAndDisagg,
     #[error("router: {0}")]
     Router(#[from] sim::cluster::ClusterError),
+    // Boxed: its variants carry URLs and server messages, and every result
+    // of a backend (and of `exp plan`, which wraps it) would grow with them.
+    #[error(transparent)]
+    Endpoint(Box<endpoint::EndpointError>),
+    /// `--endpoint` with an option that only the in-process engine takes.
+    #[error("{0}")]
+    EndpointOption(String),
     #[error(transparent)]
     Engine(#[from] engine::EngineError),
     #[error(transparent)]
     Run(#[from] sim::RunError),
+}
+
+impl From<endpoint::EndpointError> for BackendError {
+    fn from(error: endpoint::EndpointError) -> Self {
+        Self::Endpoint(Box::new(error))
+    }
 }
 
 /// What ran the conditions, as recorded in `meta.ron`.
@@ -134,6 +152,9 @@ pub struct BackendInfo {
     /// whose `cost_model` says it in full.
     #[serde(skip)]
     pub cost_label: String,
+    /// Real mode over HTTP: the server, and what is measured how.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<endpoint::EndpointMeta>,
 }
 
 /// How far a backend has got with one condition, reported while it runs.
@@ -161,6 +182,17 @@ pub trait Backend {
     /// `steps.csv`'s `predicted_ms` and the validation table.
     fn step_predictor(&self) -> Option<&dyn CostModel> {
         None
+    }
+    /// Whether the records hold the engine's steps (`steps.csv`); a server
+    /// behind HTTP shows its requests only.
+    fn observes_steps(&self) -> bool {
+        true
+    }
+    /// Refuses, before any condition runs, conditions this backend cannot
+    /// run as planned (an endpoint: options only the server sets).
+    fn check_conditions(&self, conditions: &[Condition]) -> Result<(), BackendError> {
+        let _ = conditions;
+        Ok(())
     }
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError>;
     /// [`Backend::run`], calling `observe` as the run progresses (after each
@@ -227,6 +259,8 @@ pub struct BackendSpec {
     /// Engine settings the real runner is first built for (it is rebuilt
     /// when a condition needs more).
     pub engine: EngineConfig,
+    /// Real mode against this server instead of a runner in this process.
+    pub endpoint: Option<EndpointSpec>,
 }
 
 impl Default for BackendSpec {
@@ -238,6 +272,7 @@ impl Default for BackendSpec {
             weights_seed: 0,
             sm_count: None,
             engine: EngineConfig::default(),
+            endpoint: None,
         }
     }
 }
@@ -268,6 +303,9 @@ pub fn build_backends(
     if mode == Mode::Both {
         cost::check_compares_with(&cost, spec.runner)?;
     }
+    if let Some(endpoint) = &spec.endpoint {
+        return endpoint_backends(mode, endpoint, cost, &model);
+    }
     if mode == Mode::Sim {
         return Ok(vec![Box::new(SimBackend::new(cost, &model, None))]);
     }
@@ -286,6 +324,28 @@ pub fn build_backends(
     let mut out: Vec<Box<dyn Backend>> = vec![Box::new(real)];
     if mode == Mode::Both {
         out.push(Box::new(SimBackend::new(cost, &model, capacity)));
+    }
+    Ok(out)
+}
+
+/// `--endpoint`: the server (real), then in `both` mode the sim twin with
+/// the cost model and KV capacity the options give it.
+fn endpoint_backends(
+    mode: Mode,
+    spec: &EndpointSpec,
+    cost: ResolvedCost,
+    model: &LoadedModel,
+) -> Result<Vec<Box<dyn Backend>>, BackendError> {
+    if mode == Mode::Sim {
+        return Err(BackendError::EndpointOption(format!(
+            "--endpoint {} runs the experiment against a server: use --mode real (the default \
+             with --endpoint) or --mode both (server and sim twin), or leave --endpoint out",
+            spec.url
+        )));
+    }
+    let mut out: Vec<Box<dyn Backend>> = vec![Box::new(EndpointBackend::connect(spec, model)?)];
+    if mode == Mode::Both {
+        out.push(Box::new(SimBackend::new(cost, model, None)));
     }
     Ok(out)
 }

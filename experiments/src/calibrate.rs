@@ -10,6 +10,9 @@
 //! `FILE.samples.csv`. The profile's datasheet GPU (needed to transfer it)
 //! is `--gpu`, else guessed from the device name, else `h200-sxm`.
 //!
+//! `--endpoint URL` measures no runner: probe loads on a server give the
+//! grid points ([`crate::calibrate_endpoint`]).
+//!
 //! `--refit PROFILE.ron` measures nothing: it fits the grid points measured
 //! for that profile (`--samples`, default `PROFILE.samples.csv`; they must
 //! match `--grid`) with the current cost model, keeps the profile's device,
@@ -68,6 +71,13 @@ pub struct CalibrateArgs {
     /// With --refit: the measured grid points (default: PROFILE.samples.csv).
     #[arg(long, requires = "refit")]
     pub samples: Option<PathBuf>,
+    /// Measure no runner: fit probe loads on this OpenAI-compatible server
+    /// (docs/endpoint.md).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// With --endpoint: the served model (default: the first of GET /v1/models).
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub model_name: Option<String>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -198,6 +208,9 @@ pub fn samples_table(samples: &[Sample], profile: &CostProfile) -> Table {
 }
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
+    if let Some(url) = &args.endpoint {
+        return crate::calibrate_endpoint::run(args, url);
+    }
     let model = LoadedModel::config_only(&ModelChoice::parse(&args.runner.model)?)?;
     let kind = args.runner.kind();
     let grid = match args.grid {
@@ -272,7 +285,11 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
 }
 
 /// Writes the profile and its grid points.
-fn write_fit(out: &Path, samples: &[Sample], profile: &CostProfile) -> anyhow::Result<()> {
+pub(crate) fn write_fit(
+    out: &Path,
+    samples: &[Sample],
+    profile: &CostProfile,
+) -> anyhow::Result<()> {
     profile.save(out)?;
     let csv = samples_path(out);
     std::fs::write(&csv, samples_table(samples, profile).to_csv())

@@ -157,6 +157,7 @@ mod tests {
             model: "qwen3-0.6b".into(),
             runner: None,
             cost_label: "profile h200-qwen3-0.6b.ron".into(),
+            endpoint: None,
         }
     }
 

@@ -101,6 +101,7 @@ impl RunnerArgs {
             weights_seed: self.weights_seed,
             sm_count: self.sm_count()?,
             engine: engine.clone(),
+            endpoint: None,
         })
     }
 }

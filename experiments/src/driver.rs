@@ -3,8 +3,11 @@
 //! Contract: conditions run in parallel (rayon) when the backend allows it;
 //! each condition's script and seed are fixed by the plan, so results do not
 //! depend on the thread count or order. Writes `DIR/NAME/<mode>/summary.csv`,
-//! `requests.csv`, `steps.csv`, `meta.ron` and the charts under `DIR/NAME/`
+//! `requests.csv`, `steps.csv` (only from a backend that sees the engine's
+//! steps: not from an endpoint), `meta.ron` and the charts under `DIR/NAME/`
 //! (subtitled with every backend that ran and the workload, [`caption`]);
+//! before any condition runs, the backend may refuse the plan
+//! ([`Backend::check_conditions`]);
 //! with two backends (real, then sim) also `DIR/NAME/compare.csv`. A backend
 //! with a step predictor (real mode) gets a `predicted_ms` column in
 //! `steps.csv`: the cost model's price of each measured step's batch.
@@ -45,6 +48,9 @@ pub enum DriverError {
     Meta(String),
     #[error("prompts: {0}")]
     Prompts(String),
+    /// Conditions the backend refused before any ran.
+    #[error("{0}")]
+    Unrunnable(BackendError),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
     // Boxed: the estimate it carries would make every result of the driver
@@ -172,6 +178,9 @@ pub fn evaluate(
         }
     };
     let conditions = exp.plan(settings, seed, prompts)?;
+    backend
+        .check_conditions(&conditions)
+        .map_err(DriverError::Unrunnable)?;
     // Before any condition runs: a run that cannot fit fails now, not when
     // the kernel kills it.
     crate::memory::check(exp, &conditions, backend).map_err(Box::new)?;
@@ -323,9 +332,13 @@ fn write_mode_files(
     };
     let requests = output::requests_csv(&labelled).map_err(io_err("requests.csv"))?;
     write(dir.join("requests.csv"), &requests, &mut files)?;
-    let steps = output::steps_csv_predicted(&labelled, backend.step_predictor())
-        .map_err(io_err("steps.csv"))?;
-    write(dir.join("steps.csv"), &steps, &mut files)?;
+    // A backend that cannot see the engine's steps writes no steps.csv
+    // (meta.ron says why), rather than a file that looks like an idle engine.
+    if backend.observes_steps() {
+        let steps = output::steps_csv_predicted(&labelled, backend.step_predictor())
+            .map_err(io_err("steps.csv"))?;
+        write(dir.join("steps.csv"), &steps, &mut files)?;
+    }
     let meta = Meta {
         experiment: exp.name(),
         seed: opts.seed,

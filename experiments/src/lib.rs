@@ -10,11 +10,13 @@
 //! `--set key=value` and RON files into validated settings; [`cli`] is the
 //! `exp` front end ([`run_cmd`]: `exp run`, whose folder [`run_dir`] stages
 //! and replaces whole, with [`seeds`] for `--seeds N` and [`progress`] for
-//! its bar), with [`calibrate`] (`exp calibrate`) and [`validate`]
+//! its bar), with [`calibrate`] (`exp calibrate`, and [`calibrate_endpoint`] for a
+//! server) and [`validate`]
 //! (`exp validate`); [`memory`] estimates the host memory a run needs.
 
 pub mod backend;
 pub mod calibrate;
+pub mod calibrate_endpoint;
 pub mod caption;
 pub mod catalogue;
 pub mod charts;

@@ -46,18 +46,19 @@ pub struct ConditionProgress<'a> {
 }
 
 impl ConditionProgress<'_> {
-    /// Shows `event`: requests done overall, condition i/n, steps per second.
+    /// Shows `event`: requests done overall, condition i/n, steps per
+    /// second (requests per second from a backend that sees no steps).
     pub fn show(&self, event: ProgressEvent) {
         self.bar
             .set_position((self.done_before + event.requests_done) as u64);
         let seconds = self.started.elapsed().as_secs_f64();
-        let rate = if seconds > 0.0 {
-            event.steps as f64 / seconds
-        } else {
-            0.0
+        let (count, unit) = match event.steps {
+            0 => (event.requests_done as f64, "requests/s"),
+            steps => (steps as f64, "steps/s"),
         };
+        let rate = if seconds > 0.0 { count / seconds } else { 0.0 };
         self.bar.set_message(format!(
-            "(condition {}/{}, {rate:.1} steps/s)",
+            "(condition {}/{}, {rate:.1} {unit})",
             self.index, self.conditions
         ));
     }

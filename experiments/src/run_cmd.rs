@@ -9,12 +9,17 @@
 //! prints nothing on either but errors. A closed stdout (`exp run X | head`)
 //! is not an error.
 //!
+//! `--endpoint URL` runs real mode against an OpenAI-compatible server
+//! (`--mode both`: then its sim twin; `--mode sim` is refused), with
+//! `--model-name` the served model (default: the first it lists) and
+//! `--model` its shape (prompt vocabulary, twin); see docs/endpoint.md.
+//!
 //! `--seeds N` (sim mode only) repeats the run with seeds seed..seed+N-1:
 //! the first seed's files are written as for one seed, and the mode folder
 //! also gets `summary_seeds.csv` (every seed's summary) and `seeds.csv`
 //! (every metric's spread over the seeds, [`crate::seeds`]).
 
-use crate::backend::{build_backends, Backend, Mode};
+use crate::backend::{build_backends, Backend, EndpointSpec, Mode};
 use crate::catalogue::{self, Experiment};
 use crate::cli::{find, write_stdout};
 use crate::cli_args::{CostArgs, RunnerArgs};
@@ -47,8 +52,16 @@ impl From<ModeArg> for Mode {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     pub name: String,
-    #[arg(long, value_enum, default_value = "sim")]
-    pub mode: ModeArg,
+    /// sim (the default), real, or both; with --endpoint, real (the default) or both.
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Real mode against this OpenAI-compatible server (vLLM, or `exp
+    /// serve --mode sim`), e.g. http://localhost:8000.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// The model the endpoint serves (default: the first of GET /v1/models).
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub model_name: Option<String>,
     /// Output folder; files go to OUT/NAME/MODE/ and figures to OUT/NAME/.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
@@ -104,7 +117,11 @@ fn seed_list(seed: u64, count: u64, mode: Mode) -> anyhow::Result<Vec<u64>> {
 
 /// Runs `args.name` and prints its summary CSV on stdout.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let mode: Mode = args.mode.into();
+    let mode: Mode = match (args.mode, &args.endpoint) {
+        (Some(mode), _) => mode.into(),
+        (None, Some(_)) => Mode::Real,
+        (None, None) => Mode::Sim,
+    };
     let seeds = seed_list(args.seed, args.seeds, mode)?;
     let exp: &dyn Experiment = find(&args.name)?;
     let mut settings = catalogue::default_settings(exp)?;
@@ -123,7 +140,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     for arg in &args.set {
         settings.set_arg(arg)?;
     }
-    let spec = args.runner.spec(&args.cost, &settings.engine)?;
+    let mut spec = args.runner.spec(&args.cost, &settings.engine)?;
+    if let Some(url) = &args.endpoint {
+        if args.runner.backend.is_some() || args.runner.sm_count.is_some() {
+            bail!(
+                "--backend and --sm-count pick the runner in this process; with --endpoint \
+                 {url} the server runs the model, so leave them out"
+            );
+        }
+        spec.endpoint = Some(EndpointSpec {
+            url: url.clone(),
+            model_name: args.model_name.clone(),
+        });
+    }
     let backends = build_backends(mode, &spec)?;
     let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
     let prompts = args

@@ -7,12 +7,15 @@
 //! already submitted finishes; then the listener closes, open connections
 //! end, the engine loop stops and its thread is joined.
 //! [`RunningServer::run_until_signal`] does the same on SIGINT or SIGTERM.
+//! Accepted connections have TCP_NODELAY set, so every streamed token
+//! leaves when it is written.
 
 use crate::engine_loop;
 use crate::error::ServeError;
 use crate::metrics::Metrics;
 use crate::routes::{router, App};
 use crate::text::TextCodec;
+use axum::serve::ListenerExt;
 use engine::{EngineCore, ModelRunner};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -84,6 +87,13 @@ pub async fn start<R: ModelRunner + Send + 'static>(
         }
     };
     let task = tokio::spawn(async move {
+        // Each token is a small write: without TCP_NODELAY, Nagle's
+        // algorithm holds it until the previous one is acknowledged, and a
+        // client's delayed ACK turns 1 ms gaps into 40 ms bursts (uvicorn,
+        // which serves vLLM, sets it too).
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let served = axum::serve(listener, router(app))
             .with_graceful_shutdown(drained)
             .await

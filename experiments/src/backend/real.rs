@@ -161,6 +161,7 @@ impl Backend for RealBackend {
             model: self.weights_label.clone(),
             runner: Some(format!("{} on {}", self.kind.name(), self.device)),
             cost_label: "measured".into(),
+            endpoint: None,
         }
     }
 

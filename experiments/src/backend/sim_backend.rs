@@ -154,6 +154,7 @@ impl Backend for SimBackend {
             model: self.model_name.clone(),
             runner: None,
             cost_label: self.cost.short_label(),
+            endpoint: None,
         }
     }
 

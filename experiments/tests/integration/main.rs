@@ -5,6 +5,7 @@ mod common;
 
 mod both_modes;
 mod cli;
+mod endpoint;
 mod generate_and_tokenizer;
 mod input_checks;
 mod pd_sweep;
@@ -19,5 +20,6 @@ mod router_sweep;
 mod run_output;
 mod serve_process;
 mod shipped_profiles;
+mod sim_server;
 mod subtitles;
 mod trace_replay;
