@@ -24,7 +24,7 @@
 //!   by side, so the step pays for the longest walk, not their sum (8 chunks
 //!   of 255 tokens + 8 decodes: 5.6 ms real, 8.1 ms with the sum).
 
-use engine::{attention_tile_tokens, short_chunk_on_decode_path, BatchShape};
+use engine::{attention_tile_tokens, short_chunk_on_decode_path, BatchShape, SeqShape};
 use sim::ModelShape;
 
 /// Token counts at which the dense curve has a knot.
@@ -71,6 +71,27 @@ pub fn tile_tokens(model: &ModelShape) -> usize {
     attention_tile_tokens(model.num_q_heads, model.num_kv_heads)
 }
 
+/// Whether the CUDA runner computes `s` on its decode path: a decode, or a
+/// short chunk over cached context ([`short_chunk_on_decode_path`]).
+pub fn on_decode_path(s: &SeqShape, tile: usize) -> bool {
+    s.is_decode()
+        || short_chunk_on_decode_path(s.context_before as usize, s.new_tokens as usize, tile)
+}
+
+/// Keys the decode path reads for `s`: token j reads the context and the
+/// j + 1 new keys up to itself.
+pub fn decode_keys_read(s: &SeqShape) -> f64 {
+    let (ctx, new) = (s.context_before as f64, s.new_tokens as f64);
+    new * ctx + new * (new + 1.0) / 2.0
+}
+
+/// Query-key pairs of a prefill chunk under a causal mask: each new token
+/// sees the context and the new tokens before it.
+pub fn causal_pairs(s: &SeqShape) -> f64 {
+    let (ctx, new) = (s.context_before as f64, s.new_tokens as f64);
+    new * (ctx + (new + 1.0) / 2.0)
+}
+
 /// The feature vector of one step of `model`.
 pub fn features(shape: &BatchShape, model: &ModelShape) -> [f64; NUM_FEATURES] {
     let mut f = [0.0; NUM_FEATURES];
@@ -95,20 +116,13 @@ pub fn features(shape: &BatchShape, model: &ModelShape) -> [f64; NUM_FEATURES] {
     );
     let tile = tile_tokens(model);
     for s in &shape.seqs {
-        let ctx = s.context_before as f64;
-        let new = s.new_tokens as f64;
-        let short =
-            short_chunk_on_decode_path(s.context_before as usize, s.new_tokens as usize, tile);
-        if s.is_decode() || short {
-            // Token j reads the context and the j + 1 new keys up to itself.
-            f[DECODE_KV] += new * ctx + new * (new + 1.0) / 2.0;
-            f[DECODE_SEQ] += new;
+        if on_decode_path(s, tile) {
+            f[DECODE_KV] += decode_keys_read(s);
+            f[DECODE_SEQ] += s.new_tokens as f64;
         } else {
-            // Query-key pairs under a causal mask: each new token sees the
-            // context and the new tokens before it.
-            f[PREFILL_PAIRS] += new * (ctx + (new + 1.0) / 2.0);
+            f[PREFILL_PAIRS] += causal_pairs(s);
             f[PREFILL_SEQ] += 1.0;
-            f[PREFILL_KEYS] = f[PREFILL_KEYS].max(ctx + new);
+            f[PREFILL_KEYS] = f[PREFILL_KEYS].max(s.context_before as f64 + s.new_tokens as f64);
         }
     }
     f
@@ -117,7 +131,6 @@ pub fn features(shape: &BatchShape, model: &ModelShape) -> [f64; NUM_FEATURES] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::SeqShape;
 
     fn qwen3() -> ModelShape {
         ModelShape::qwen3_0_6b()

@@ -114,12 +114,10 @@ pub fn smooth_max(a: f64, b: f64, p: f64) -> f64 {
     hi * ((a / hi).powf(p) + (b / hi).powf(p)).powf(1.0 / p)
 }
 
-/// Memory time of `bytes` streamed at `share` of the copy bandwidth, or by
-/// the SMs at `per_sm` bytes per second each, whichever is slower.
-pub fn memory_seconds(gpu: &GpuSpec, bytes: f64, share: f64, per_sm: f64, p: f64) -> f64 {
-    let dram = bytes / (gpu.mem_bandwidth * COPY_FRACTION * share);
-    let sms = bytes / (f64::from(gpu.sm_count) * per_sm);
-    smooth_max(dram, sms, p)
+/// Seconds to move `bytes` at `share` of the GPU's achievable copy bandwidth
+/// (datasheet bandwidth × [`COPY_FRACTION`]).
+pub fn copy_seconds(gpu: &GpuSpec, bytes: f64, share: f64) -> f64 {
+    bytes / (gpu.mem_bandwidth * COPY_FRACTION * share)
 }
 
 /// The product's time on `kernel`: its blocks stream at the kernel's per-SM
@@ -138,7 +136,7 @@ pub fn gemm_time(p: &OperatorParams, gpu: &GpuSpec, g: &Gemm, kernel: GemmKernel
     // Each wave of blocks pays the pipeline fill before its bytes stream.
     let latency = p.gemm_latency + blocks.div_ceil(sms) as f64 * p.gemm_wave_latency;
     let memory = smooth_max(
-        g.bytes() / (gpu.mem_bandwidth * COPY_FRACTION * p.gemm_bandwidth_share),
+        copy_seconds(gpu, g.bytes(), p.gemm_bandwidth_share),
         g.bytes() / (active * per_sm),
         p.overlap_exponent,
     );

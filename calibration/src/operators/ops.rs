@@ -7,9 +7,10 @@
 //! over the sampled rows. A short prompt chunk over cached context runs on the
 //! decode path ([`engine::short_chunk_on_decode_path`]), as in the runner.
 
-use super::gemm::{gemm_time, memory_seconds, smooth_max, Gemm};
-use super::{OperatorParams, StepTime, COPY_FRACTION};
-use engine::{attention_tile_tokens, short_chunk_on_decode_path, BatchShape};
+use super::gemm::{copy_seconds, gemm_time, smooth_max, Gemm};
+use super::{OperatorParams, StepTime};
+use crate::features::{causal_pairs, decode_keys_read, on_decode_path, tile_tokens};
+use engine::BatchShape;
 use sim::{GpuSpec, ModelShape};
 
 /// The four per-layer GEMMs of `tokens` rows.
@@ -72,19 +73,14 @@ pub struct AttentionWork {
 
 pub fn attention_work(m: &ModelShape, batch: &BatchShape) -> AttentionWork {
     let kv_token = (2 * m.num_kv_heads * m.head_dim * m.bytes_per_param) as f64;
-    let tile = attention_tile_tokens(m.num_q_heads, m.num_kv_heads);
+    let tile = tile_tokens(m);
     let mut w = AttentionWork::default();
     for s in &batch.seqs {
-        let ctx = s.context_before as f64;
-        let new = s.new_tokens as f64;
-        if s.is_decode()
-            || short_chunk_on_decode_path(s.context_before as usize, s.new_tokens as usize, tile)
-        {
-            w.decode_kv_bytes += (new * ctx + new * (new + 1.0) / 2.0) * kv_token;
+        if on_decode_path(s, tile) {
+            w.decode_kv_bytes += decode_keys_read(s) * kv_token;
         } else {
-            let pairs = new * (ctx + (new + 1.0) / 2.0);
-            w.prefill_flops += 4.0 * pairs * (m.num_q_heads * m.head_dim) as f64;
-            w.prefill_kv_bytes += (ctx + new) * kv_token;
+            w.prefill_flops += 4.0 * causal_pairs(s) * (m.num_q_heads * m.head_dim) as f64;
+            w.prefill_kv_bytes += (s.context_before as f64 + s.new_tokens as f64) * kv_token;
         }
     }
     w
@@ -101,15 +97,14 @@ pub fn attention_seconds(
         return 0.0;
     }
     let group = (m.num_q_heads / m.num_kv_heads.max(1)) as f64;
-    let dram = gpu.mem_bandwidth * COPY_FRACTION;
     let decode = smooth_max(
-        w.decode_kv_bytes / dram,
+        copy_seconds(gpu, w.decode_kv_bytes, 1.0),
         w.decode_kv_bytes * group / (f64::from(gpu.sm_count) * p.decode_attention_work_per_sm),
         p.overlap_exponent,
     );
     let prefill = smooth_max(
         w.prefill_flops / (gpu.bf16_flops * p.prefill_attention_flops_share),
-        w.prefill_kv_bytes / dram,
+        copy_seconds(gpu, w.prefill_kv_bytes, 1.0),
         p.overlap_exponent,
     );
     p.attention_latency + decode + prefill
@@ -140,13 +135,7 @@ pub fn step_time(
     let bytes = elementwise_bytes_per_token(m) * counts.tokens as f64;
     let elementwise = layers
         * (kernels * p.elementwise_latency
-            + memory_seconds(
-                gpu,
-                bytes,
-                p.elementwise_bandwidth_share,
-                f64::INFINITY,
-                p.overlap_exponent,
-            ));
+            + copy_seconds(gpu, bytes, p.elementwise_bandwidth_share));
     let host = if counts.is_decode_only() {
         p.host_graph_step
     } else {
@@ -164,6 +153,7 @@ pub fn step_time(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operators::COPY_FRACTION;
     use engine::SeqShape;
 
     #[test]
