@@ -29,11 +29,14 @@
 //!   kernels that differ per architecture (per-SM rates are the H200's), and
 //!   tensor parallelism.
 
+pub mod attention;
 pub mod family;
 pub mod fit;
 pub mod gemm;
+pub mod groups;
 pub mod lm;
 pub mod ops;
+pub mod shapes;
 
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};
@@ -64,26 +67,37 @@ pub struct OperatorParams {
     /// Exponent of the smooth maximum joining memory and compute times (> 1;
     /// large is a hard maximum).
     pub overlap_exponent: f64,
-    /// Decode attention: KV bytes times the query-head group size one SM
-    /// handles per second.
-    pub decode_attention_work_per_sm: f64,
-    /// Latency of one layer's attention kernels.
+    /// Decode attention: an SM's seconds per block (loading its queries,
+    /// writing its partials).
+    pub decode_block_cost: f64,
+    /// Decode attention: an SM's seconds per key, KV head and query head of
+    /// the group.
+    pub decode_key_cost: f64,
+    /// Latency of one attention kernel.
     pub attention_latency: f64,
-    /// Share of the dense bf16 FLOP/s prefill attention reaches.
+    /// Share of its SM's dense bf16 FLOP/s a prefill attention block reaches.
     pub prefill_attention_flops_share: f64,
-    /// Share of the copy bandwidth the elementwise kernels reach.
-    pub elementwise_bandwidth_share: f64,
+    /// Seconds of one prefill attention block besides its iterations.
+    pub prefill_block_cost: f64,
+    /// Bytes per second one SM's elementwise blocks move.
+    pub elementwise_bytes_per_sm: f64,
+    /// An SM's seconds per elementwise block.
+    pub elementwise_block_cost: f64,
     /// Latency of one elementwise kernel.
     pub elementwise_latency: f64,
     /// Host time of a decode-only step (metadata, graph replay, sampled keys).
     pub host_graph_step: f64,
     /// Host time of any other step (eager launches).
     pub host_eager_step: f64,
+    /// Exponent of the smooth maximum joining an SM-bound kernel's work and
+    /// its DRAM time (elementwise, decode attention): near 1 the two add, as
+    /// when the SMs' loads wait longer on a busier memory system.
+    pub contention_exponent: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 14;
+    pub const LEN: usize = 18;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -94,13 +108,17 @@ impl OperatorParams {
             self.gemm_latency,
             self.gemm_wave_latency,
             self.overlap_exponent,
-            self.decode_attention_work_per_sm,
+            self.decode_block_cost,
+            self.decode_key_cost,
             self.attention_latency,
             self.prefill_attention_flops_share,
-            self.elementwise_bandwidth_share,
+            self.prefill_block_cost,
+            self.elementwise_bytes_per_sm,
+            self.elementwise_block_cost,
             self.elementwise_latency,
             self.host_graph_step,
             self.host_eager_step,
+            self.contention_exponent,
         ]
     }
 
@@ -113,13 +131,17 @@ impl OperatorParams {
             gemm_latency: v[4],
             gemm_wave_latency: v[5],
             overlap_exponent: v[6],
-            decode_attention_work_per_sm: v[7],
-            attention_latency: v[8],
-            prefill_attention_flops_share: v[9],
-            elementwise_bandwidth_share: v[10],
-            elementwise_latency: v[11],
-            host_graph_step: v[12],
-            host_eager_step: v[13],
+            decode_block_cost: v[7],
+            decode_key_cost: v[8],
+            attention_latency: v[9],
+            prefill_attention_flops_share: v[10],
+            prefill_block_cost: v[11],
+            elementwise_bytes_per_sm: v[12],
+            elementwise_block_cost: v[13],
+            elementwise_latency: v[14],
+            host_graph_step: v[15],
+            host_eager_step: v[16],
+            contention_exponent: v[17],
         }
     }
 
@@ -133,19 +155,25 @@ impl OperatorParams {
             gemm_latency: 3e-6,
             gemm_wave_latency: 2e-6,
             overlap_exponent: 4.0,
-            decode_attention_work_per_sm: 75e9,
-            attention_latency: 5e-6,
-            prefill_attention_flops_share: 0.15,
-            elementwise_bandwidth_share: 0.3,
+            decode_block_cost: 1e-6,
+            decode_key_cost: 5e-9,
+            attention_latency: 4e-6,
+            prefill_attention_flops_share: 0.2,
+            prefill_block_cost: 1e-6,
+            elementwise_bytes_per_sm: 20e9,
+            elementwise_block_cost: 0.5e-6,
             elementwise_latency: 2e-6,
             host_graph_step: 10e-6,
             host_eager_step: 100e-6,
+            contention_exponent: 1.5,
         }
     }
 
     /// Whether every parameter is finite and positive (and the exponent > 1).
     pub fn is_valid(&self) -> bool {
-        self.to_vec().iter().all(|x| x.is_finite() && *x > 0.0) && self.overlap_exponent > 1.0
+        self.to_vec().iter().all(|x| x.is_finite() && *x > 0.0)
+            && self.overlap_exponent > 1.0
+            && self.contention_exponent >= 1.0
     }
 }
 

@@ -23,6 +23,7 @@ use crate::request::RequestId;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub mod attention_choice;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

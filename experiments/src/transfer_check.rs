@@ -2,17 +2,20 @@
 //! (`calibration::operators`) predicts steps it was not fitted on.
 //!
 //! Contract: reads whole-step measurements over the Qwen3 family and SM
-//! counts (`--family`, the format of `results/h200/engine_family.csv`),
-//! fits the operator model on all of them (`operator_params.ron`), then
-//! predicts every step of each model size from a fit without that size, and
+//! counts (`--family`, the format of `results/h200/engine_family.csv`), what
+//! each kernel group costs (`--groups`, `operators/groups.csv`) and single
+//! cuBLAS products (`--gemm-shapes`, `operators/gemm_shapes.csv`); fits the
+//! operator model on all of them (`operator_params.ron`), then predicts
+//! every step of each model size from a fit on nothing of that size, and
 //! every SM-limited step from a fit on the whole GPU only; writes each
 //! prediction to `transfer.csv` (held_out, target, quantity, predicted_ms,
-//! measured_ms, error_pct) and the largest error per model and kind to the
-//! figure `transfer_error` (PNG + SVG). Prints the median and largest
-//! absolute error of each kind unless `--quiet`. No GPU is needed.
+//! measured_ms, error_pct), the same hold-outs of the group costs and
+//! products to `transfer_groups.csv`, and the largest error per model and
+//! kind to the figure `transfer_error` (PNG + SVG). Prints the median and
+//! largest absolute error of each kind unless `--quiet`. No GPU is needed.
 
 use anyhow::Context;
-use calibration::operators::{family, fit};
+use calibration::operators::{family, fit, groups, shapes};
 use figures::{Chart, Kind, Series, Source};
 use std::path::PathBuf;
 
@@ -21,6 +24,14 @@ pub struct TransferArgs {
     /// Whole-step measurements (model, sm_count, kind, batch, tokens, ms_median, ...).
     #[arg(long, default_value = "results/h200/engine_family.csv")]
     pub family: PathBuf,
+    /// Kernel-group costs (model, sm_count, copy_bandwidth_tb_s, case, variant,
+    /// ms_median, ...) that pin the parts of a step.
+    #[arg(long, default_value = "results/h200/operators/groups.csv")]
+    pub groups: PathBuf,
+    /// cuBLAS products timed one by one (model, sm_count, m, n, k, splits,
+    /// gemm_ex_us, best_lt_us, ...).
+    #[arg(long, default_value = "results/h200/operators/gemm_shapes.csv")]
+    pub gemm_shapes: PathBuf,
     /// Datasheet GPU the measurements were taken on (its SM-limited slices are
     /// described by SM count, FLOP/s share and measured copy bandwidth).
     #[arg(long, default_value = "h200-sxm")]
@@ -55,17 +66,29 @@ fn worst_per_model(rows: &[fit::HeldOutRow]) -> Vec<(String, f64)> {
 
 pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
     let whole = calibration::datasheet::lookup(&args.gpu)?;
-    let points = family::read(&args.family, &whole)?;
-    let all: Vec<&family::FamilyPoint> = points.iter().collect();
-    let params = fit::fit_points(&all)?;
-    let by_model = fit::leave_one_model_out(&points)?;
-    let by_sm = fit::sm_count_holdout(&points, whole.sm_count)?;
+    let data = fit::Measurements {
+        steps: family::read(&args.family, &whole)?,
+        groups: groups::read(&args.groups, &whole)?,
+        gemms: shapes::read(&args.gemm_shapes, &whole)?,
+    };
+    let points = &data.steps;
+    let params = fit::fit_points(&data.all())?;
+    let held_model = fit::leave_one_model_out(&data)?;
+    let held_sm = fit::sm_count_holdout(&data, whole.sm_count)?;
+    let (by_model, by_sm) = (&held_model.steps, &held_sm.steps);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let csv_path = args.out.join("transfer.csv");
     let mut w = csv::Writer::from_path(&csv_path)
         .with_context(|| format!("writing {}", csv_path.display()))?;
-    for r in by_model.iter().chain(&by_sm) {
+    for r in by_model.iter().chain(by_sm) {
+        w.serialize(r)?;
+    }
+    w.flush()?;
+    let parts_path = args.out.join("transfer_groups.csv");
+    let mut w = csv::Writer::from_path(&parts_path)
+        .with_context(|| format!("writing {}", parts_path.display()))?;
+    for r in held_model.groups.iter().chain(&held_sm.groups) {
         w.serialize(r)?;
     }
     w.flush()?;
@@ -87,8 +110,8 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         Series::new(label, Source::Sim, pts)
     };
-    let (mm, mx) = summary(&by_model);
-    let (sm_med, sm_max) = summary(&by_sm);
+    let (mm, mx) = summary(by_model);
+    let (sm_med, sm_max) = summary(by_sm);
     let chart = Chart {
         title: "Operator cost model on steps it was not fitted on".into(),
         subtitle: format!(
@@ -102,8 +125,8 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
         y_label: "largest |error| over the model's held-out steps (%)".into(),
         kind: Kind::Bars,
         series: vec![
-            series("model size held out", worst_per_model(&by_model)),
-            series("SM count held out: 8-64 SMs, fit on the whole GPU", worst_per_model(&by_sm)),
+            series("model size held out", worst_per_model(by_model)),
+            series("SM count held out: 8-64 SMs, fit on the whole GPU", worst_per_model(by_sm)),
         ],
         references: vec![
             figures::Reference { label: "8 % (sizes target)".into(), y: 8.0 },
@@ -128,7 +151,12 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
             "held-out SM count: {} steps, |error| median {sm_med:.2} %, max {sm_max:.2} %",
             by_sm.len()
         );
-        eprintln!("wrote {}, {}", csv_path.display(), ron_path.display());
+        eprintln!(
+            "wrote {}, {}, {}",
+            csv_path.display(),
+            parts_path.display(),
+            ron_path.display()
+        );
         for f in files {
             eprintln!("wrote {}", f.display());
         }

@@ -1,42 +1,59 @@
 //! Fitting the operator model, and checking it on what the fit never saw.
 //!
 //! Contract:
-//! - [`fit_points`] fits [`OperatorParams`] to measured steps by least
-//!   squares on the log of predicted over measured time (every step weighs
-//!   the same in relative error), Levenberg–Marquardt from
-//!   [`OperatorParams::initial`].
+//! - [`fit_points`] fits [`OperatorParams`] to measured steps and to the
+//!   measured costs of kernel groups ([`super::groups`]) by least squares on
+//!   the log of predicted over measured time (every step weighs the same in
+//!   relative error; a group point [`GROUP_WEIGHT`] of a step),
+//!   Levenberg–Marquardt from [`OperatorParams::initial`]. The group points
+//!   pin the parts of a step that whole steps cannot tell apart.
 //! - [`leave_one_model_out`]: for each model size, fit on every other size's
-//!   steps (all SM counts) and predict the size's steps.
-//! - [`sm_count_holdout`]: fit on the whole GPU's steps of every size, predict
-//!   every SM-limited step, each slice described only by its SM count, its
-//!   share of FLOP/s and its measured copy bandwidth.
+//!   steps and groups (all SM counts) and predict the size's steps.
+//! - [`sm_count_holdout`]: fit on the whole GPU's steps and groups of every
+//!   size, predict every SM-limited step, each slice described only by its SM
+//!   count, its share of FLOP/s and its measured copy bandwidth.
 //! - Each prediction is a [`HeldOutRow`] (written as `transfer.csv`).
 
 use super::family::FamilyPoint;
+use super::gemm::gemm_time;
+use super::groups::GroupPoint;
+use super::shapes::GemmPoint;
 use super::{lm, step_time, OperatorParams};
+
+/// Weight of one group point's log error against one whole step's.
+pub const GROUP_WEIGHT: f64 = 0.5;
+/// Weight of one timed product's log error against one whole step's.
+pub const GEMM_WEIGHT: f64 = 0.3;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum OperatorFitError {
     #[error("no measured steps to fit: the fit needs at least {needed}, got {got}")]
     TooFewPoints { needed: usize, got: usize },
     #[error("the fit did not converge to positive finite parameters: {0:?}")]
-    Diverged(OperatorParams),
+    Diverged(Box<OperatorParams>),
 }
 
-/// Index of the overlap exponent in [`OperatorParams::to_vec`].
-const OVERLAP: usize = 6;
+/// Indices of the exponents in [`OperatorParams::to_vec`] (overlap, contention).
+const EXPONENTS: [usize; 2] = [6, 17];
 
-/// Stored exponent is `1 + x` so that the optimiser's positive `x` keeps it above 1.
+/// A stored exponent is `1 + x` so that the optimiser's positive `x` keeps it above 1.
 fn to_free(p: &OperatorParams) -> Vec<f64> {
     let mut v = p.to_vec();
-    v[OVERLAP] -= 1.0;
+    for i in EXPONENTS {
+        v[i] -= 1.0;
+    }
     v.to_vec()
 }
 
 fn from_free(x: &[f64]) -> OperatorParams {
     let mut v = [0.0; OperatorParams::LEN];
     v.copy_from_slice(x);
-    v[OVERLAP] += 1.0;
+    for i in EXPONENTS {
+        v[i] += 1.0;
+    }
+    if let Ok(c) = std::env::var("FIX_CONT") {
+        v[17] = c.parse().unwrap();
+    }
     OperatorParams::from_vec(&v)
 }
 
@@ -44,26 +61,92 @@ pub fn predict_s(p: &OperatorParams, pt: &FamilyPoint) -> f64 {
     step_time(p, &pt.shape, &pt.gpu, &pt.step).total()
 }
 
-pub fn fit_points(points: &[&FamilyPoint]) -> Result<OperatorParams, OperatorFitError> {
-    if points.len() < OperatorParams::LEN {
+pub fn predict_group_s(p: &OperatorParams, g: &GroupPoint) -> f64 {
+    g.group.of(&step_time(p, &g.shape, &g.gpu, &g.step))
+}
+
+pub fn predict_gemm_s(p: &OperatorParams, g: &GemmPoint) -> f64 {
+    gemm_time(p, &g.gpu, &g.gemm, g.kernel).total
+}
+
+/// Everything measured that the model is fitted on.
+#[derive(Debug, Clone, Default)]
+pub struct Measurements {
+    pub steps: Vec<FamilyPoint>,
+    pub groups: Vec<GroupPoint>,
+    pub gemms: Vec<GemmPoint>,
+}
+
+/// The part of [`Measurements`] one fit sees.
+#[derive(Debug, Clone, Default)]
+pub struct FitSet<'a> {
+    pub steps: Vec<&'a FamilyPoint>,
+    pub groups: Vec<&'a GroupPoint>,
+    pub gemms: Vec<&'a GemmPoint>,
+}
+
+impl Measurements {
+    /// The points of the (model, SM count) pairs `keep` accepts.
+    pub fn select(&self, keep: impl Fn(&str, u32) -> bool) -> FitSet<'_> {
+        FitSet {
+            steps: self
+                .steps
+                .iter()
+                .filter(|p| keep(&p.model, p.gpu.sm_count))
+                .collect(),
+            groups: self
+                .groups
+                .iter()
+                .filter(|p| keep(&p.model, p.gpu.sm_count))
+                .collect(),
+            gemms: self
+                .gemms
+                .iter()
+                .filter(|p| keep(&p.model, p.gpu.sm_count))
+                .collect(),
+        }
+    }
+
+    pub fn all(&self) -> FitSet<'_> {
+        self.select(|_, _| true)
+    }
+}
+
+/// `w · ln(predicted / measured)`; a part priced at zero is as wrong as can
+/// be, not a NaN.
+fn log_error(weight: f64, predicted: f64, measured: f64) -> f64 {
+    weight * (predicted.max(1e-12) / measured).ln()
+}
+
+pub fn fit_points(set: &FitSet<'_>) -> Result<OperatorParams, OperatorFitError> {
+    if set.steps.len() < OperatorParams::LEN {
         return Err(OperatorFitError::TooFewPoints {
             needed: OperatorParams::LEN,
-            got: points.len(),
+            got: set.steps.len(),
         });
     }
     let residuals = |x: &[f64]| {
         let p = from_free(x);
-        points
+        let steps = set
+            .steps
             .iter()
-            .map(|pt| (predict_s(&p, pt) / pt.measured_s).ln())
-            .collect::<Vec<f64>>()
+            .map(|pt| log_error(1.0, predict_s(&p, pt), pt.measured_s));
+        let groups = set
+            .groups
+            .iter()
+            .map(|g| log_error(GROUP_WEIGHT, predict_group_s(&p, g), g.measured_s));
+        let gemms = set
+            .gemms
+            .iter()
+            .map(|g| log_error(GEMM_WEIGHT, predict_gemm_s(&p, g), g.measured_s));
+        steps.chain(groups).chain(gemms).collect::<Vec<f64>>()
     };
     let x = lm::minimize(residuals, &to_free(&OperatorParams::initial()), 300);
     let p = from_free(&x);
     if p.is_valid() {
         Ok(p)
     } else {
-        Err(OperatorFitError::Diverged(p))
+        Err(OperatorFitError::Diverged(Box::new(p)))
     }
 }
 
@@ -82,47 +165,99 @@ pub struct HeldOutRow {
 }
 
 fn row(held_out: &str, p: &OperatorParams, pt: &FamilyPoint) -> HeldOutRow {
-    let predicted = predict_s(p, pt);
+    held_out_row(
+        held_out,
+        pt.model.as_str(),
+        pt.gpu.sm_count,
+        pt.target(),
+        predict_s(p, pt),
+        pt.measured_s,
+    )
+}
+
+fn group_row(held_out: &str, p: &OperatorParams, g: &GroupPoint) -> HeldOutRow {
+    let quantity = format!("{} of {}", g.group.name(), g.case);
+    held_out_row(
+        held_out,
+        &g.model,
+        g.gpu.sm_count,
+        quantity,
+        predict_group_s(p, g),
+        g.measured_s,
+    )
+}
+
+fn gemm_row(held_out: &str, p: &OperatorParams, g: &GemmPoint) -> HeldOutRow {
+    held_out_row(
+        held_out,
+        &g.model,
+        g.gpu.sm_count,
+        g.target(),
+        predict_gemm_s(p, g),
+        g.measured_s,
+    )
+}
+
+fn held_out_row(
+    held_out: &str,
+    model: &str,
+    sm_count: u32,
+    quantity: String,
+    predicted: f64,
+    measured: f64,
+) -> HeldOutRow {
     HeldOutRow {
         held_out: held_out.to_string(),
-        target: format!("{}@{}sm", pt.model, pt.gpu.sm_count),
-        quantity: pt.target(),
+        target: format!("{model}@{sm_count}sm"),
+        quantity,
         predicted_ms: predicted * 1e3,
-        measured_ms: pt.measured_s * 1e3,
-        error_pct: 100.0 * (predicted - pt.measured_s) / pt.measured_s,
+        measured_ms: measured * 1e3,
+        error_pct: 100.0 * (predicted - measured) / measured,
     }
 }
 
-pub fn leave_one_model_out(points: &[FamilyPoint]) -> Result<Vec<HeldOutRow>, OperatorFitError> {
-    let mut models: Vec<&str> = points.iter().map(|p| p.model.as_str()).collect();
+/// The predictions of a hold-out: whole steps, and the parts (kernel-group
+/// costs and single products).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HeldOut {
+    pub steps: Vec<HeldOutRow>,
+    pub groups: Vec<HeldOutRow>,
+}
+
+fn held_out(name: &str, p: &OperatorParams, set: &FitSet<'_>) -> HeldOut {
+    HeldOut {
+        steps: set.steps.iter().map(|pt| row(name, p, pt)).collect(),
+        groups: set
+            .groups
+            .iter()
+            .map(|g| group_row(name, p, g))
+            .chain(set.gemms.iter().map(|g| gemm_row(name, p, g)))
+            .collect(),
+    }
+}
+
+pub fn leave_one_model_out(data: &Measurements) -> Result<HeldOut, OperatorFitError> {
+    let mut models: Vec<&str> = data.steps.iter().map(|p| p.model.as_str()).collect();
     models.sort();
     models.dedup();
-    let mut out = Vec::new();
+    let mut out = HeldOut::default();
     for m in models {
-        let train: Vec<&FamilyPoint> = points.iter().filter(|p| p.model != m).collect();
-        let params = fit_points(&train)?;
-        out.extend(
-            points
-                .iter()
-                .filter(|p| p.model == m)
-                .map(|p| row("model", &params, p)),
-        );
+        let params = fit_points(&data.select(|model, _| model != m))?;
+        let h = held_out("model", &params, &data.select(|model, _| model == m));
+        out.steps.extend(h.steps);
+        out.groups.extend(h.groups);
     }
     Ok(out)
 }
 
 pub fn sm_count_holdout(
-    points: &[FamilyPoint],
+    data: &Measurements,
     whole_sm_count: u32,
-) -> Result<Vec<HeldOutRow>, OperatorFitError> {
-    let train: Vec<&FamilyPoint> = points
-        .iter()
-        .filter(|p| p.gpu.sm_count == whole_sm_count)
-        .collect();
-    let params = fit_points(&train)?;
-    Ok(points
-        .iter()
-        .filter(|p| p.gpu.sm_count != whole_sm_count)
-        .map(|p| row("sm_count", &params, p))
-        .collect())
+) -> Result<HeldOut, OperatorFitError> {
+    let params = fit_points(&data.select(|_, sms| sms == whole_sm_count))?;
+    Ok(held_out(
+        "sm_count",
+        &params,
+        &data.select(|_, sms| sms != whole_sm_count),
+    ))
 }

@@ -4,10 +4,11 @@
 //! Contract: a bf16 product of an `m × k` activation by a `k × n` weight
 //! reads `2 (n k + m k)` bytes and writes `2 m n`; it does `2 m n k` FLOPs.
 //! Memory time is bound by the achievable copy bandwidth or by the GPU's SMs
-//! streaming at a per-SM rate, whichever is slower; compute time is the FLOPs
-//! at a share of the dense peak, divided by the wave efficiency of its
-//! 128 × 128 output tiles (split along K, as cuBLAS does, when there are fewer
-//! tiles than SMs).
+//! streaming at a per-SM rate, whichever is slower. On cuBLAS, compute time
+//! is whole waves of output tiles (64 × 128 up to 64 rows, 128 × 128 beyond;
+//! split along K, as cuBLAS does, when there are fewer tiles than SMs), one
+//! tile per SM at a time, each at a share of its SM's dense FLOP/s: padding
+//! and a last partial wave cost as much as useful work.
 
 use super::{OperatorParams, COPY_FRACTION};
 use sim::GpuSpec;
@@ -62,17 +63,35 @@ impl Gemm {
         }
     }
 
+    /// Output rows of one tensor-core tile: 64 for products of up to 64
+    /// rows (decode batches), [`TILE`] beyond.
+    pub fn tile_rows(&self) -> usize {
+        if self.m <= 64 {
+            64
+        } else {
+            TILE
+        }
+    }
+
+    fn tiles(&self) -> usize {
+        self.m.div_ceil(self.tile_rows()) * self.n.div_ceil(TILE)
+    }
+
+    /// Slices of K: the runner's split, or cuBLAS's own where its tiles are
+    /// fewer than the SMs.
+    pub fn k_slices(&self, kernel: GemmKernel, sm_count: u32) -> usize {
+        match kernel {
+            GemmKernel::Skinny => 1,
+            GemmKernel::Cublas { split } if split > 1 => split,
+            GemmKernel::Cublas { .. } => self.auto_split(self.tiles(), sm_count),
+        }
+    }
+
     /// Thread blocks the product runs as on `sm_count` SMs.
     pub fn blocks(&self, kernel: GemmKernel, sm_count: u32) -> usize {
         match kernel {
             GemmKernel::Skinny => self.n.div_ceil(SKINNY_COLUMNS),
-            GemmKernel::Cublas { split } if split > 1 => {
-                self.m.div_ceil(TILE) * self.n.div_ceil(TILE) * split
-            }
-            GemmKernel::Cublas { .. } => {
-                let tiles = self.m.div_ceil(TILE) * self.n.div_ceil(TILE);
-                tiles * self.auto_split(tiles, sm_count)
-            }
+            GemmKernel::Cublas { .. } => self.tiles() * self.k_slices(kernel, sm_count),
         }
     }
 
@@ -85,14 +104,10 @@ impl Gemm {
         }
     }
 
-    /// Share of the SMs' tile slots its waves fill (1 when the tiles, split
-    /// along K where they are fewer than the SMs, fill every wave).
-    pub fn wave_efficiency(&self, sm_count: u32) -> f64 {
-        let sms = (sm_count as usize).max(1);
-        let tiles = self.m.div_ceil(TILE) * self.n.div_ceil(TILE);
-        let split = self.auto_split(tiles, sm_count);
-        let work = tiles * split;
-        work as f64 / (work.div_ceil(sms) * sms) as f64
+    /// FLOPs of one tile's share of K, padding rows and columns included.
+    pub fn tile_flops(&self, kernel: GemmKernel, sm_count: u32) -> f64 {
+        let k = self.k.div_ceil(self.k_slices(kernel, sm_count));
+        2.0 * (self.tile_rows() * TILE * k) as f64
     }
 }
 
@@ -140,8 +155,14 @@ pub fn gemm_time(p: &OperatorParams, gpu: &GpuSpec, g: &Gemm, kernel: GemmKernel
         g.bytes() / (active * per_sm),
         p.overlap_exponent,
     );
-    let compute =
-        g.flops() / (gpu.bf16_flops * p.gemm_flops_share) / g.wave_efficiency(gpu.sm_count);
+    // Tensor-core tiles, one an SM at a time: whole waves of padded tiles.
+    let compute = match kernel {
+        GemmKernel::Skinny => g.flops() / (gpu.bf16_flops * p.gemm_flops_share),
+        GemmKernel::Cublas { .. } => {
+            let per_sm = gpu.bf16_flops / sms as f64 * p.gemm_flops_share;
+            blocks.div_ceil(sms) as f64 * g.tile_flops(kernel, gpu.sm_count) / per_sm
+        }
+    };
     OperatorTime {
         latency,
         memory,
@@ -212,8 +233,8 @@ mod tests {
             k: 8192,
         };
         let kernel = GemmKernel::Cublas { split: 1 };
-        let slow = gemm_time(&params(), &gpu(2e12), &g, kernel);
-        let fast = gemm_time(&params(), &gpu(4e12), &g, kernel);
+        let slow = gemm_time(&params(), &gpu(0.5e12), &g, kernel);
+        let fast = gemm_time(&params(), &gpu(1e12), &g, kernel);
         assert!(slow.memory > 10.0 * slow.compute);
         assert!((fast.memory - slow.memory / 2.0).abs() < 1e-9 * slow.memory);
         assert_eq!(fast.latency, slow.latency);

@@ -8,124 +8,27 @@ use super::kernels::Kernels;
 use crate::runner::RunnerError;
 use cudarc::driver::{CudaFunction, CudaStream};
 
-/// Decode attention kernels (same results, different work layouts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecodeKernel {
-    /// A warp per unit, 8-key groups, the next group prefetched into registers.
-    Prefetch8,
-    /// A block of 4 warps per unit sharing its keys, 4 loads of 16 bytes in flight per lane.
-    BlockW4U4,
-    /// A block of 8 warps per unit sharing its keys, 4 loads in flight per lane.
-    BlockW8U4,
-    /// A block per (sequence, split) with a warp per KV head: whole cache slots read at once.
-    HeadsU4,
+pub use crate::runner::attention_choice::DecodeKernel;
+use crate::runner::attention_choice::DecodeLayout;
+
+/// The compiled kernel of `kernel` with the fused q/k-norm + RoPE + cache
+/// write, if it has one.
+fn rope_function(kernel: DecodeKernel, k: &Kernels) -> Option<&CudaFunction> {
+    match kernel {
+        DecodeKernel::Prefetch8 => None,
+        DecodeKernel::BlockW4U4 => Some(&k.attn_decode_block_w4u4_rope),
+        DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
+        DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
+    }
 }
 
-/// How a kernel maps units of work onto blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
-    /// Four units per block of four warps.
-    WarpPerUnit,
-    /// One unit per block of this many warps.
-    BlockPerUnit(usize),
-    /// The KV heads of one (sequence, split) per block, a warp each.
-    BlockPerSplit,
-}
-
-impl DecodeKernel {
-    pub const ALL: [DecodeKernel; 4] = [
-        DecodeKernel::Prefetch8,
-        DecodeKernel::BlockW4U4,
-        DecodeKernel::BlockW8U4,
-        DecodeKernel::HeadsU4,
-    ];
-
-    /// The fastest kernel for `n_dec` decodes that handles the shape, from
-    /// `engine-bench --tune` on the H200 (results/h200/tune.csv, 2026-11-30):
-    /// 8 key-sharing warps up to 16 decodes, 4 up to 128, a warp per KV head
-    /// beyond; the warp-per-unit kernel for shapes the others do not take.
-    pub fn for_batch(n_dec: usize, head_dim: usize, gqa_group: usize, num_kv_heads: usize) -> Self {
-        let preferred = if n_dec <= 16 {
-            DecodeKernel::BlockW8U4
-        } else if n_dec <= 128 {
-            DecodeKernel::BlockW4U4
-        } else {
-            DecodeKernel::HeadsU4
-        };
-        if preferred.supports(head_dim, gqa_group, num_kv_heads) {
-            preferred
-        } else {
-            DecodeKernel::Prefetch8
-        }
-    }
-
-    /// The kernel's name, as `engine-bench --decode-kernel` takes it and
-    /// its `tune.csv` writes it (the variant's name).
-    pub fn name(self) -> &'static str {
-        match self {
-            DecodeKernel::Prefetch8 => "Prefetch8",
-            DecodeKernel::BlockW4U4 => "BlockW4U4",
-            DecodeKernel::BlockW8U4 => "BlockW8U4",
-            DecodeKernel::HeadsU4 => "HeadsU4",
-        }
-    }
-
-    fn layout(self) -> Layout {
-        match self {
-            DecodeKernel::Prefetch8 => Layout::WarpPerUnit,
-            DecodeKernel::BlockW4U4 => Layout::BlockPerUnit(4),
-            DecodeKernel::BlockW8U4 => Layout::BlockPerUnit(8),
-            DecodeKernel::HeadsU4 => Layout::BlockPerSplit,
-        }
-    }
-
-    /// Warps that work on one unit.
-    pub fn warps_per_unit(self) -> usize {
-        match self.layout() {
-            Layout::BlockPerUnit(w) => w,
-            Layout::WarpPerUnit | Layout::BlockPerSplit => 1,
-        }
-    }
-
-    /// Whether this kernel handles the model shape: a block kernel keeps its
-    /// warps' partial outputs in 48 KB of static shared memory (`DB_FITS` in
-    /// decode_block_attention.cu) and a block has at most 32 warps. The
-    /// kernels trap otherwise. Any group size is taken (each lane keeps the
-    /// group's query heads in registers, so the group need not divide
-    /// anything): every kernel takes all of the Qwen3 family (groups 2, 4,
-    /// 5 and 8 over 8 KV heads of 128 dimensions), and group 3.
-    pub fn supports(self, head_dim: usize, gqa_group: usize, num_kv_heads: usize) -> bool {
-        let fits = |warps: usize| warps * gqa_group * (head_dim + 2) * 4 <= 48 * 1024;
-        match self.layout() {
-            Layout::WarpPerUnit => true,
-            Layout::BlockPerUnit(w) => fits(w),
-            Layout::BlockPerSplit => num_kv_heads <= 32 && fits(1),
-        }
-    }
-
-    /// Whether the kernel can also do q/k-norm + RoPE + the KV-cache write of
-    /// the new tokens (block kernels, head_dim a power of two: `ROPE` in
-    /// decode_block_attention.cu).
-    pub fn fuses_rope(self, head_dim: usize) -> bool {
-        self.layout() != Layout::WarpPerUnit && head_dim.is_power_of_two()
-    }
-
-    fn rope_function(self, k: &Kernels) -> Option<&CudaFunction> {
-        match self {
-            DecodeKernel::Prefetch8 => None,
-            DecodeKernel::BlockW4U4 => Some(&k.attn_decode_block_w4u4_rope),
-            DecodeKernel::BlockW8U4 => Some(&k.attn_decode_block_w8u4_rope),
-            DecodeKernel::HeadsU4 => Some(&k.attn_decode_heads_u4_rope),
-        }
-    }
-
-    fn function(self, k: &Kernels) -> &CudaFunction {
-        match self {
-            DecodeKernel::Prefetch8 => &k.attn_decode,
-            DecodeKernel::BlockW4U4 => &k.attn_decode_block_w4u4,
-            DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
-            DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
-        }
+/// The compiled kernel of `kernel`.
+fn function(kernel: DecodeKernel, k: &Kernels) -> &CudaFunction {
+    match kernel {
+        DecodeKernel::Prefetch8 => &k.attn_decode,
+        DecodeKernel::BlockW4U4 => &k.attn_decode_block_w4u4,
+        DecodeKernel::BlockW8U4 => &k.attn_decode_block_w8u4,
+        DecodeKernel::HeadsU4 => &k.attn_decode_heads_u4,
     }
 }
 
@@ -186,11 +89,7 @@ pub(crate) fn enqueue_decode_attention(
     }
     let m = |off: usize| Arg::Ptr(a.meta + 4 * off as u64);
     let units = a.num_decodes * a.num_kv_heads * a.nsplit;
-    let (blocks, threads) = match kernel.layout() {
-        Layout::WarpPerUnit => (units.div_ceil(4), 128),
-        Layout::BlockPerUnit(w) => (units, 32 * w),
-        Layout::BlockPerSplit => (a.num_decodes * a.nsplit, 32 * a.num_kv_heads),
-    };
+    let (blocks, threads) = kernel.grid(a.num_decodes, a.num_kv_heads, a.nsplit);
     let mut args = vec![
         Arg::Ptr(a.qkv),
         Arg::Ptr(a.k_cache),
@@ -205,14 +104,14 @@ pub(crate) fn enqueue_decode_attention(
         Arg::Ptr(a.part_ml),
         Arg::I32(a.nsplit as i32),
         // Units for the warp kernel, blocks for the others.
-        Arg::I32(if kernel.layout() == Layout::WarpPerUnit {
+        Arg::I32(if kernel.layout() == DecodeLayout::WarpPerUnit {
             units
         } else {
             blocks
         } as i32),
     ];
     let f = match &a.rope {
-        None => kernel.function(k),
+        None => function(kernel, k),
         Some(r) => {
             args.extend([
                 Arg::Ptr(r.q_norm),
@@ -223,7 +122,7 @@ pub(crate) fn enqueue_decode_attention(
                 Arg::I32(r.max_pos as i32),
                 Arg::F32(r.eps),
             ]);
-            kernel.rope_function(k).ok_or_else(|| {
+            rope_function(kernel, k).ok_or_else(|| {
                 RunnerError::Model(format!("decode kernel {kernel:?} does not fuse RoPE"))
             })?
         }

@@ -89,16 +89,10 @@ pub use selftest::{attention_self_test, kernel_self_test, KernelCheck};
 pub use step::StepPath;
 pub use synthetic::synthetic_weights_self_test;
 pub use tuning::{
-    CudaTuning, DECODE_TARGET_WARPS, PIECEWISE_MAX_TOKENS, SKIP_ATTENTION, SKIP_ELEMENTWISE,
-    SKIP_GEMM, SKIP_HEAD,
+    CudaTuning, PIECEWISE_MAX_TOKENS, SKIP_ATTENTION, SKIP_ELEMENTWISE, SKIP_GEMM, SKIP_HEAD,
 };
 
-/// Most splits of one sequence's decode attention.
-const MAX_DECODE_SPLITS: usize = 64;
-/// Fewest keys per warp of a split in eager steps (whose contexts are known).
-const DECODE_MIN_KEYS_PER_SPLIT: usize = 32;
-/// Decode-graph batch sizes (padded up to the next one).
-const GRAPH_BUCKETS: [usize; 13] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256];
+use crate::runner::attention_choice::{GRAPH_BUCKETS, MAX_DECODE_SPLITS};
 
 /// KV-cache and batch settings of a [`CudaRunner`] (the [`EngineConfig`] fields it needs).
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,8 @@
 
 use super::device::{self, copy_dtoh_async, copy_htod_async, dev_err};
 use super::meta::{argmax_index, pack_step, Padding, StepLayout};
-use super::{CudaRunner, LastStep, DECODE_MIN_KEYS_PER_SPLIT, GRAPH_BUCKETS, SKIP_HEAD};
+use super::{CudaRunner, LastStep, GRAPH_BUCKETS, SKIP_HEAD};
+use crate::runner::attention_choice::split_count;
 use crate::runner::{RunnerError, ScheduledBatch};
 use cudarc::driver::{sys, CudaGraph};
 
@@ -24,31 +25,6 @@ pub enum StepPath {
     DecodeGraph { bucket: usize },
     /// From the piecewise graphs of `bucket` token rows, attention and head eager.
     Piecewise { bucket: usize },
-}
-
-/// Splits of each of `n_dec` decode entries' attention, a unit being one
-/// (entry, KV head, split) worked on by `warps_per_unit` warps: enough warps
-/// in all to reach `target_warps`; in eager steps (`max_ctx` known) no fewer
-/// than `DECODE_MIN_KEYS_PER_SPLIT` keys per warp of a split; at most
-/// `max_splits`, and no more (entry, split) partial rows than the workspace's
-/// `partial_rows` (short prefill chunks can bring more entries than
-/// sequences). A graph's split count depends on its batch size alone, since
-/// the kernel divides each context at run time.
-fn split_count(
-    n_dec: usize,
-    num_kv_heads: usize,
-    warps_per_unit: usize,
-    target_warps: usize,
-    max_ctx: Option<usize>,
-    max_splits: usize,
-    partial_rows: usize,
-) -> usize {
-    let units = (n_dec * num_kv_heads * warps_per_unit).max(1);
-    let mut n = target_warps.div_ceil(units);
-    if let Some(ctx) = max_ctx {
-        n = n.min(ctx.div_ceil(DECODE_MIN_KEYS_PER_SPLIT * warps_per_unit));
-    }
-    n.min(partial_rows / n_dec.max(1)).clamp(1, max_splits)
 }
 
 impl CudaRunner {
@@ -301,25 +277,5 @@ impl CudaRunner {
         // buckets captured: 1.70 ms a step uploaded, 1.62 left to its first launch;
         // docs/performance.md). The first launch uploads it instead.
         Ok((graph, out))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split_count;
-
-    #[test]
-    fn splits_fill_the_gpu_within_the_partial_buffers() {
-        // Qwen3-0.6B (8 KV heads), 4-warp blocks, 2048 warps, 64 splits, 256 sequences.
-        let rows = 256 * 64;
-        assert_eq!(split_count(64, 8, 4, 2048, None, 64, rows), 1);
-        assert_eq!(split_count(16, 8, 8, 2048, None, 64, rows), 2);
-        assert_eq!(split_count(1, 8, 8, 2048, None, 64, rows), 32);
-        // Eager: no split of fewer than 32 keys per warp (300 keys, 8 warps: 2 splits).
-        assert_eq!(split_count(1, 8, 8, 2048, Some(300), 64, rows), 2);
-        // A one-KV-head model with room for 1 sequence: 32 entries of a short
-        // chunk would want 16 splits each, but the buffers hold 64 rows.
-        assert_eq!(split_count(32, 1, 4, 2048, None, 64, 64), 2);
-        assert_eq!(split_count(100, 1, 4, 2048, None, 64, 64), 1);
     }
 }

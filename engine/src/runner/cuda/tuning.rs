@@ -20,10 +20,7 @@ pub const SKIP_ELEMENTWISE: u32 = 4;
 /// Final norm, LM head and argmax.
 pub const SKIP_HEAD: u32 = 8;
 
-/// Decode-attention warps that the splits of a step aim at: enough to keep
-/// every SM's memory pipe busy (`engine-bench --tune` times 1024, 2048 and
-/// 4096 for each kernel and batch: results/h200/tune.csv).
-pub const DECODE_TARGET_WARPS: usize = 2048;
+pub use crate::runner::attention_choice::DECODE_TARGET_WARPS;
 
 /// Most tokens of a step that runs piecewise-graphed
 /// ([`CudaTuning::piecewise_max_tokens`]): beyond it the GPU's work hides

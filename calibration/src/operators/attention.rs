@@ -1,0 +1,262 @@
+//! One layer's attention time, from the blocks the CUDA runner launches.
+//!
+//! Contract:
+//! - Decode path (decodes, and short chunks over cached context): the kernel,
+//!   split count and grid the runner picks ([`engine::runner::attention_choice`];
+//!   decode-only steps replay the graph of the batch's bucket, whose splits
+//!   depend on the bucket alone). The busiest SM works through its blocks
+//!   (blocks over SMs, rounded up): a fixed cost per block plus a cost per
+//!   key and query head it reads; or the KV bytes stream at the copy
+//!   bandwidth, whichever is slower; one kernel latency, and one more for the
+//!   merge of split partials.
+//! - Prefill chunks: one block per (tile of query tokens, KV head), three
+//!   resident per SM (the kernel's launch bounds and 68 KB of shared memory);
+//!   a block costs a fixed part plus its 64-key iterations at a share of its
+//!   SM's FLOP/s. Blocks start in launch order (tiles of the first KV head,
+//!   then the next) on the first free slot, so the step lasts until the last
+//!   slot is done: on many SMs the long last tiles of a causal prompt leave
+//!   slots idle.
+//! - Slots per SM are the H200's (64 warps, 3 prefill blocks); a GPU with
+//!   fewer is not modelled.
+
+use super::gemm::{copy_seconds, smooth_max};
+use super::OperatorParams;
+use crate::features::{decode_keys_read, on_decode_path, tile_tokens};
+use engine::runner::attention_choice::{
+    graph_bucket, split_count, DecodeKernel, DECODE_TARGET_WARPS, MAX_DECODE_SPLITS,
+};
+use engine::BatchShape;
+use sim::{GpuSpec, ModelShape};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Warps one SM holds at once.
+pub const WARPS_PER_SM: usize = 64;
+/// Prefill attention blocks resident on one SM.
+pub const PREFILL_BLOCKS_PER_SM: usize = 3;
+/// Keys one prefill block iteration covers (`ATT_BN` in attention.cu).
+pub const PREFILL_KEYS_PER_ITERATION: usize = 64;
+/// Query rows of one prefill tile (`ATT_BM`): tile tokens × group size.
+pub const PREFILL_TILE_ROWS: usize = 64;
+/// Sequences the runner's partial buffers are sized for (the default
+/// `max_num_seqs`): only bounds the splits of very large batches.
+const PARTIAL_SEQS: usize = 256;
+
+/// The decode-path work of one layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecodeWork {
+    /// Entries the kernel is launched for (the graph's bucket in a decode-only step).
+    pub entries: usize,
+    pub splits: usize,
+    pub blocks: usize,
+    /// Keys read, summed over entries (each read once per KV head).
+    pub keys: f64,
+}
+
+/// The decode-path launch of `batch` (`graphed`: a decode-only step).
+pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeWork {
+    let tile = tile_tokens(m);
+    let mut entries = 0;
+    let mut keys = 0.0;
+    let mut max_ctx = 0;
+    for s in batch.seqs.iter().filter(|s| on_decode_path(s, tile)) {
+        entries += s.new_tokens as usize;
+        keys += decode_keys_read(s);
+        max_ctx = max_ctx.max((s.context_before + s.new_tokens) as usize);
+    }
+    if entries == 0 {
+        return DecodeWork::default();
+    }
+    let group = (m.num_q_heads / m.num_kv_heads.max(1)).max(1);
+    let (launched, known_ctx) = if graphed {
+        (graph_bucket(entries), None)
+    } else {
+        (entries, Some(max_ctx))
+    };
+    let kernel = DecodeKernel::for_batch(launched, m.head_dim, group, m.num_kv_heads);
+    let splits = split_count(
+        launched,
+        m.num_kv_heads,
+        kernel.warps_per_unit(),
+        DECODE_TARGET_WARPS,
+        known_ctx,
+        MAX_DECODE_SPLITS,
+        PARTIAL_SEQS * MAX_DECODE_SPLITS,
+    );
+    let (blocks, _) = kernel.grid(launched, m.num_kv_heads, splits);
+    DecodeWork {
+        entries: launched,
+        splits,
+        blocks,
+        keys,
+    }
+}
+
+/// 64-key iterations of each prefill block, in launch order.
+pub fn prefill_blocks(m: &ModelShape, batch: &BatchShape) -> Vec<usize> {
+    let tile = tile_tokens(m);
+    let mut tiles = Vec::new();
+    for s in batch.seqs.iter().filter(|s| !on_decode_path(s, tile)) {
+        let (ctx, new) = (s.context_before as usize, s.new_tokens as usize);
+        for t in 0..new.div_ceil(tile) {
+            let end = ((t + 1) * tile).min(new);
+            tiles.push((ctx + end).div_ceil(PREFILL_KEYS_PER_ITERATION));
+        }
+    }
+    let mut blocks = Vec::with_capacity(tiles.len() * m.num_kv_heads);
+    for _ in 0..m.num_kv_heads {
+        blocks.extend_from_slice(&tiles);
+    }
+    blocks
+}
+
+/// When the last of `costs` (seconds, in launch order) finishes on `slots`
+/// slots, each block starting on the first slot to come free.
+pub fn makespan(costs: impl Iterator<Item = f64>, slots: usize) -> f64 {
+    let mut free: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    let mut end = 0.0f64;
+    // Times as integer picoseconds so the heap orders them exactly.
+    let to_ps = |s: f64| (s * 1e12).round() as u64;
+    for c in costs {
+        let start = if free.len() < slots.max(1) {
+            0
+        } else {
+            free.pop().map(|Reverse(t)| t).unwrap_or(0)
+        };
+        let finish = start + to_ps(c);
+        end = end.max(finish as f64 * 1e-12);
+        free.push(Reverse(finish));
+    }
+    end
+}
+
+/// One layer's decode-path attention seconds.
+pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &DecodeWork) -> f64 {
+    if w.entries == 0 {
+        return 0.0;
+    }
+    let group = (m.num_q_heads / m.num_kv_heads.max(1)) as f64;
+    let kv_bytes = w.keys * (2 * m.num_kv_heads * m.head_dim * m.bytes_per_param) as f64;
+    // The busiest SM's blocks, each its share of the keys.
+    let blocks = w.blocks.max(1);
+    let per_sm = blocks.div_ceil(gpu.sm_count.max(1) as usize) as f64;
+    let key_work = w.keys * m.num_kv_heads as f64 * group / blocks as f64;
+    let work = per_sm * (p.decode_block_cost + key_work * p.decode_key_cost);
+    let kernels = if w.splits > 1 { 2.0 } else { 1.0 };
+    kernels * p.attention_latency
+        + smooth_max(
+            copy_seconds(gpu, kv_bytes, 1.0),
+            work,
+            p.contention_exponent,
+        )
+}
+
+/// One layer's prefill attention seconds.
+pub fn prefill_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, blocks: &[usize]) -> f64 {
+    if blocks.is_empty() {
+        return 0.0;
+    }
+    let sms = gpu.sm_count.max(1) as usize;
+    let slot_flops = gpu.bf16_flops / sms as f64 * p.prefill_attention_flops_share
+        / PREFILL_BLOCKS_PER_SM as f64;
+    let iteration_flops =
+        4.0 * (PREFILL_TILE_ROWS * PREFILL_KEYS_PER_ITERATION * m.head_dim) as f64;
+    let per_iteration = iteration_flops / slot_flops;
+    let costs = blocks
+        .iter()
+        .map(|&it| p.prefill_block_cost + it as f64 * per_iteration);
+    p.attention_latency + makespan(costs, sms * PREFILL_BLOCKS_PER_SM)
+}
+
+/// One layer's attention seconds for `batch`.
+pub fn layer_seconds(
+    p: &OperatorParams,
+    m: &ModelShape,
+    gpu: &GpuSpec,
+    batch: &BatchShape,
+    graphed: bool,
+) -> f64 {
+    decode_seconds(p, m, gpu, &decode_work(m, batch, graphed))
+        + prefill_seconds(p, m, gpu, &prefill_blocks(m, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::SeqShape;
+
+    fn seq(new: u32, ctx: u32) -> SeqShape {
+        SeqShape {
+            new_tokens: new,
+            context_before: ctx,
+            samples: true,
+        }
+    }
+
+    #[test]
+    fn a_decode_batch_launches_the_runners_grid() {
+        let m = ModelShape::qwen3_0_6b(); // 8 KV heads, group 2
+        let one = BatchShape {
+            seqs: vec![seq(1, 299)],
+        };
+        // Batch 1: 8-warp blocks, 2048 / (8 heads × 8 warps) = 32 splits.
+        let w = decode_work(&m, &one, true);
+        assert_eq!((w.entries, w.splits, w.blocks), (1, 32, 256));
+        assert_eq!(w.keys, 300.0);
+        // Batch 50 replays the graph of 64: 4-warp blocks, one split.
+        let fifty = BatchShape {
+            seqs: vec![seq(1, 299); 50],
+        };
+        let w = decode_work(&m, &fifty, true);
+        assert_eq!((w.entries, w.splits, w.blocks), (64, 1, 512));
+        // Eager, the 300 keys bound the splits: 300 / (32 keys × 8 warps) → 2.
+        let w = decode_work(&m, &one, false);
+        assert_eq!(w.splits, 2);
+    }
+
+    #[test]
+    fn decode_attention_by_hand() {
+        let m = ModelShape::qwen3_0_6b();
+        let gpu = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
+        let p = OperatorParams {
+            contention_exponent: 1e6,
+            ..OperatorParams::initial()
+        };
+        let w = DecodeWork {
+            entries: 64,
+            splits: 1,
+            blocks: 512,
+            keys: 64.0 * 300.0,
+        };
+        // 512 blocks on 132 SMs: 4 on the busiest. Each block reads its
+        // share of the 64 × 300 keys over 8 KV heads for 2 query heads each.
+        let work = 4.0 * (p.decode_block_cost + 64.0 * 300.0 * 16.0 / 512.0 * p.decode_key_cost);
+        let dram = 64.0 * 300.0 * 4096.0 / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
+        let t = decode_seconds(&p, &m, &gpu, &w);
+        assert!((t - (p.attention_latency + work.max(dram))).abs() < 1e-9 * t);
+    }
+
+    #[test]
+    fn prefill_blocks_are_tiles_times_heads_in_launch_order() {
+        let m = ModelShape::qwen3_0_6b(); // 32-token tiles
+        let b = prefill_blocks(
+            &m,
+            &BatchShape {
+                seqs: vec![seq(100, 0)],
+            },
+        );
+        // Tiles end at 32, 64, 96, 100 keys: 1, 1, 2, 2 iterations, per KV head.
+        assert_eq!(b.len(), 4 * 8);
+        assert_eq!(&b[..4], &[1, 1, 2, 2]);
+        assert_eq!(&b[4..8], &[1, 1, 2, 2]);
+    }
+
+    #[test]
+    fn the_makespan_waits_for_the_longest_slot() {
+        // Two slots: 3 and 1 start at once; 1 finishes, the next 2 starts at 1.
+        assert!((makespan([3.0, 1.0, 2.0].into_iter(), 2) - 3.0).abs() < 1e-12);
+        assert!((makespan([1.0, 1.0, 2.0].into_iter(), 2) - 3.0).abs() < 1e-12);
+        assert!((makespan([1.0; 6].into_iter(), 3) - 2.0).abs() < 1e-12);
+        assert_eq!(makespan(std::iter::empty(), 4), 0.0);
+    }
+}

@@ -1,0 +1,240 @@
+//! What each kernel group of a step costs (`results/h200/operators/groups.csv`),
+//! as fit points of the operator model's parts.
+//!
+//! Contract: the file times the six cases of `engine-bench --profile` (decode
+//! batch 1 / 16 / 64 / 256 at 300 keys, prefills of 512 and 3,200 tokens) with
+//! each kernel group left out, per model and SM count. A group's cost is the
+//! full step minus the step without it ([`Group::variant`]); a group point is
+//! kept only where that cost is at least [`MIN_SHARE`] of the step, since a
+//! smaller difference is within the run-to-run spread of two steps. The
+//! GEMM group is not used: the file predates the runner's current rule for
+//! the skinny kernel (`engine::runner::gemm_choice`), so its GEMM times are
+//! not those of the kernels the model prices. A row that does not parse is
+//! an error naming its line and field.
+
+use super::family::{batch_of, h200_slice, FamilyError};
+use super::StepTime;
+use engine::model::Qwen3Config;
+use engine::BatchShape;
+use sim::{GpuSpec, ModelShape};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Smallest share of the full step a group's cost must have to be fitted.
+pub const MIN_SHARE: f64 = 0.03;
+
+/// Keys each decode case reads (`engine-bench --profile`).
+const DECODE_KEYS: usize = 300;
+
+/// A kernel group whose cost the file isolates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Group {
+    Attention,
+    Elementwise,
+    LmHead,
+}
+
+impl Group {
+    pub const ALL: [Group; 3] = [Group::Attention, Group::Elementwise, Group::LmHead];
+
+    /// The variant that leaves the group out.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Group::Attention => "no_attention",
+            Group::Elementwise => "no_elementwise",
+            Group::LmHead => "no_head",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Attention => "attention",
+            Group::Elementwise => "elementwise",
+            Group::LmHead => "lm_head",
+        }
+    }
+
+    /// The group's part of a modelled step.
+    pub fn of(self, t: &StepTime) -> f64 {
+        match self {
+            Group::Attention => t.attention,
+            Group::Elementwise => t.elementwise,
+            Group::LmHead => t.lm_head,
+        }
+    }
+}
+
+/// One group's measured cost in one case.
+#[derive(Debug, Clone)]
+pub struct GroupPoint {
+    pub model: String,
+    pub shape: ModelShape,
+    pub gpu: GpuSpec,
+    pub case: String,
+    pub step: BatchShape,
+    pub group: Group,
+    pub measured_s: f64,
+}
+
+fn case_batch(case: &str) -> Option<BatchShape> {
+    if let Some(b) = case.strip_prefix("decode") {
+        batch_of("decode", b.parse().ok()?, DECODE_KEYS)
+    } else {
+        let t = case.strip_prefix("prefill")?;
+        batch_of("prefill", 1, t.parse().ok()?)
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Row {
+    model: String,
+    sm_count: u32,
+    case: String,
+    variant: String,
+    ms_median: f64,
+}
+
+/// Reads a groups CSV measured on `whole` (the H200).
+pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GroupPoint>, FamilyError> {
+    let p = path.display().to_string();
+    let csv_err = |source| FamilyError::Csv {
+        path: p.clone(),
+        source,
+    };
+    let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+    // (model, sm_count, case) -> variant -> ms, in file order of first sight.
+    let mut order: Vec<(String, u32, String)> = Vec::new();
+    let mut times: HashMap<(String, u32, String), HashMap<String, f64>> = HashMap::new();
+    for (i, rec) in reader.deserialize::<Row>().enumerate() {
+        let row = rec.map_err(csv_err)?;
+        let line = i as u64 + 2;
+        let field = |field, message: String| FamilyError::Field {
+            path: p.clone(),
+            line,
+            field,
+            message,
+        };
+        Qwen3Config::preset(&row.model).map_err(|e| field("model", e.to_string()))?;
+        h200_slice(whole, row.sm_count).ok_or_else(|| {
+            field(
+                "sm_count",
+                format!("no measured copy bandwidth for {} SMs", row.sm_count),
+            )
+        })?;
+        case_batch(&row.case)
+            .ok_or_else(|| field("case", format!("{:?} is not decodeN or prefillN", row.case)))?;
+        if !(row.ms_median.is_finite() && row.ms_median >= 0.0) {
+            return Err(field(
+                "ms_median",
+                format!("{} is not a time", row.ms_median),
+            ));
+        }
+        let key = (row.model, row.sm_count, row.case);
+        if !times.contains_key(&key) {
+            order.push(key.clone());
+        }
+        times
+            .entry(key)
+            .or_default()
+            .insert(row.variant, row.ms_median * 1e-3);
+    }
+    let mut out = Vec::new();
+    for key in order {
+        let variants = &times[&key];
+        let Some(&full) = variants.get("full") else {
+            continue;
+        };
+        let (model, sm_count, case) = key;
+        // Checked above: the preset, the slice and the case exist.
+        let (Ok(config), Some(gpu), Some(step)) = (
+            Qwen3Config::preset(&model),
+            h200_slice(whole, sm_count),
+            case_batch(&case),
+        ) else {
+            continue;
+        };
+        for group in Group::ALL {
+            let Some(&without) = variants.get(group.variant()) else {
+                continue;
+            };
+            let cost = full - without;
+            if cost >= MIN_SHARE * full {
+                out.push(GroupPoint {
+                    model: model.clone(),
+                    shape: ModelShape::from_qwen3(&config),
+                    gpu: gpu.clone(),
+                    case: case.clone(),
+                    step: step.clone(),
+                    group,
+                    measured_s: cost,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h200() -> GpuSpec {
+        crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
+    }
+
+    fn write(name: &str, body: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("groups-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join(name);
+        std::fs::write(&path, body).expect("write");
+        path
+    }
+
+    const HEADER: &str = "model,sm_count,copy_bandwidth_tb_s,case,variant,ms_median,date,commit\n";
+
+    #[test]
+    fn a_group_costs_the_full_step_minus_the_step_without_it() {
+        let path = write(
+            "ok.csv",
+            &format!(
+                "{HEADER}qwen3-0.6b,132,3.7,decode64,full,1.5,d,c\n\
+                 qwen3-0.6b,132,3.7,decode64,no_attention,0.9,d,c\n\
+                 qwen3-0.6b,132,3.7,decode64,no_elementwise,1.49,d,c\n\
+                 qwen3-0.6b,132,3.7,decode64,no_head,1.4,d,c\n"
+            ),
+        );
+        let pts = read(&path, &h200()).expect("reads");
+        // Elementwise (0.01 of 1.5 ms) is under the 3 % floor.
+        assert_eq!(pts.len(), 2);
+        assert_eq!(pts[0].group, Group::Attention);
+        assert!((pts[0].measured_s - 0.6e-3).abs() < 1e-12);
+        assert_eq!(pts[0].step.seqs.len(), 64);
+        assert_eq!(pts[1].group, Group::LmHead);
+    }
+
+    #[test]
+    fn a_bad_row_names_its_line_and_field() {
+        let path = write(
+            "bad.csv",
+            &format!(
+                "{HEADER}qwen3-0.6b,132,3.7,decode64,full,1.5,d,c\n\
+                 qwen3-0.6b,12,3.7,decode64,full,1.5,d,c\n"
+            ),
+        );
+        let err = read(&path, &h200()).expect_err("12 SMs were not measured");
+        let text = err.to_string();
+        assert!(
+            text.contains("bad.csv:3") && text.contains("sm_count"),
+            "{text}"
+        );
+        let path = write(
+            "case.csv",
+            &format!("{HEADER}qwen3-0.6b,132,3.7,mixed,full,1.5,d,c\n"),
+        );
+        let text = read(&path, &h200()).expect_err("unknown case").to_string();
+        assert!(
+            text.contains("case.csv:2") && text.contains("case"),
+            "{text}"
+        );
+    }
+}
