@@ -36,6 +36,7 @@ pub mod gemm;
 pub mod groups;
 pub mod lm;
 pub mod ops;
+pub mod profile;
 pub mod shapes;
 
 use engine::BatchShape;

@@ -155,6 +155,10 @@ pub struct BackendInfo {
     /// Real mode over HTTP: the server, and what is measured how.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<endpoint::EndpointMeta>,
+    /// Sim mode: the error the cost model's hold-outs measured for such
+    /// predictions, where it has any (the operator model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_error: Option<calibration::operators::profile::ExpectedError>,
 }
 
 /// How far a backend has got with one condition, reported while it runs.

@@ -158,6 +158,7 @@ mod tests {
             runner: None,
             cost_label: "profile h200-qwen3-0.6b.ron".into(),
             endpoint: None,
+            expected_error: None,
         }
     }
 

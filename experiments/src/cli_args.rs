@@ -34,11 +34,33 @@ pub struct CostArgs {
     /// Folder of profiles searched instead of the ones built into exp (ignored with --profile).
     #[arg(long)]
     pub profiles_dir: Option<PathBuf>,
+    /// What prices simulated steps: a calibrated profile (shipped or --profile,
+    /// else the roofline), or the operator model (any Qwen3 size on any
+    /// datasheet GPU, with the error its hold-outs measured).
+    #[arg(long, value_enum, default_value = "profile")]
+    pub cost_model: CostModelArg,
+    /// Operator profile (written by `exp transfer-check`) instead of the one
+    /// built into exp; with --cost-model operators.
+    #[arg(long)]
+    pub operator_profile: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CostModelArg {
+    Profile,
+    Operators,
 }
 
 impl CostArgs {
     pub fn source(&self) -> CostSource {
         let gpu = || self.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into());
+        if self.cost_model == CostModelArg::Operators || self.operator_profile.is_some() {
+            return CostSource::Operators {
+                gpu: gpu(),
+                file: self.operator_profile.clone(),
+                conflicting: self.profile.clone().or_else(|| self.profiles_dir.clone()),
+            };
+        }
         match (&self.profile, &self.gpu, &self.profiles_dir) {
             (Some(p), Some(g), _) => CostSource::ProfileOn(p.clone(), g.clone()),
             (Some(p), None, _) => CostSource::Profile(p.clone()),

@@ -179,11 +179,32 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let output = driver::commit(staged, output).with_context(context)?;
     if !args.quiet {
         write_stdout(&printed)?;
+        for backend in &backends {
+            if let Some(e) = backend.info().expected_error {
+                eprintln!("{}", expected_error_line(&e));
+            }
+        }
         for file in &output.files {
             eprintln!("wrote {}", file.display());
         }
     }
     Ok(())
+}
+
+/// How a sim run states the error its figures are expected to have.
+pub fn expected_error_line(e: &calibration::operators::profile::ExpectedError) -> String {
+    let mut line = format!(
+        "expected error of these figures (held out): ITL and decode steps \u{b1}{:.0} %, TTFT \
+         and prefill steps \u{b1}{:.0} %, throughput \u{b1}{:.0} % ({})",
+        e.decode_pct,
+        e.prefill_pct,
+        e.step_pct(),
+        e.basis
+    );
+    for note in &e.off_ground {
+        line.push_str(&format!("\noff the measured ground: {note}"));
+    }
+    line
 }
 
 /// Runs the seeds after the first (whose run `output` holds) and writes

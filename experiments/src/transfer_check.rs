@@ -5,7 +5,7 @@
 //! counts (`--family`, the format of `results/h200/engine_family.csv`), what
 //! each kernel group costs (`--groups`, `operators/groups.csv`) and single
 //! cuBLAS products (`--gemm-shapes`, `operators/gemm_shapes.csv`); fits the
-//! operator model on all of them (`operator_params.ron`), then predicts
+//! operator model on all of them, then predicts
 //! every step of each model size from a fit on nothing of that size, and
 //! every SM-limited step from a fit on the whole GPU only; writes each
 //! prediction to `transfer.csv` (held_out, target, quantity, predicted_ms,
@@ -15,6 +15,7 @@
 //! largest absolute error of each kind unless `--quiet`. No GPU is needed.
 
 use anyhow::Context;
+use calibration::operators::profile::OperatorProfile;
 use calibration::operators::{family, fit, groups, shapes};
 use figures::{Chart, Kind, Series, Source};
 use std::path::PathBuf;
@@ -92,8 +93,21 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
         w.serialize(r)?;
     }
     w.flush()?;
-    let ron_path = args.out.join("operator_params.ron");
-    let text = ron::ser::to_string_pretty(&params, ron::ser::PrettyConfig::default())?;
+    let held: Vec<fit::HeldOutRow> = by_model.iter().chain(by_sm).cloned().collect();
+    let profile = OperatorProfile {
+        format: calibration::operators::profile::FORMAT,
+        gpu: whole.name.clone(),
+        fitted_on: format!(
+            "{}, {}, {} (exp transfer-check)",
+            args.family.display(),
+            args.groups.display(),
+            args.gemm_shapes.display()
+        ),
+        params,
+        held_out: calibration::operators::profile::summarise(&held),
+    };
+    let ron_path = args.out.join("operator_profile.ron");
+    let text = ron::ser::to_string_pretty(&profile, ron::ser::PrettyConfig::default())?;
     std::fs::write(&ron_path, text + "\n")
         .with_context(|| format!("writing {}", ron_path.display()))?;
 

@@ -31,8 +31,9 @@
 //! KV capacity in sim mode always comes from the GPU's memory (datasheet) and
 //! the model shape ([`sim::cost::kv_cache_blocks`]), whatever prices steps.
 
-use super::shipped::SHIPPED;
+use super::shipped::{SHIPPED, SHIPPED_OPERATORS};
 use super::{BackendError, LoadedModel, RunnerKind};
+use calibration::operators::profile::{ExpectedError, OperatorCostModel, OperatorProfile};
 use calibration::CostProfile;
 use serde::Serialize;
 use sim::{CostModel, GpuSpec, ModelShape, RooflineModel};
@@ -53,6 +54,14 @@ pub enum CostSource {
     /// A profile of the model's shape from this folder instead of the
     /// shipped ones, on this GPU, else its roofline.
     Folder(PathBuf, String),
+    /// The operator model on this GPU, from `file` or the shipped operator
+    /// profile; `conflicting` is a calibrated profile (or folder) also named,
+    /// which is refused.
+    Operators {
+        gpu: String,
+        file: Option<PathBuf>,
+        conflicting: Option<PathBuf>,
+    },
 }
 
 /// Where [`cost_for`] looks for a calibrated profile.
@@ -84,6 +93,9 @@ pub enum CostBasis {
     },
     /// sim's datasheet roofline with its default efficiencies.
     Roofline,
+    /// The operator model (`calibration::operators`): a file's path, or
+    /// `shipped:<file name>`.
+    Operators { source: String },
 }
 
 /// A cost model ready to price steps, and what to call it in records.
@@ -98,6 +110,10 @@ pub struct ResolvedCost {
     /// The device a calibrated profile was measured on, as its provenance
     /// names it (`cpu (N threads)` for the CPU runner); `None` for the roofline.
     pub measured_device: Option<String>,
+    /// The error this cost model's hold-outs measured for such predictions;
+    /// `None` where none was measured (a profile away from where it was
+    /// validated, the roofline).
+    pub expected_error: Option<ExpectedError>,
 }
 
 impl std::fmt::Debug for ResolvedCost {
@@ -121,6 +137,7 @@ impl ResolvedCost {
     pub fn short_label(&self) -> String {
         match &self.basis {
             CostBasis::Roofline => "roofline".into(),
+            CostBasis::Operators { .. } => "operator model".into(),
             CostBasis::Profile {
                 source,
                 measured_on,
@@ -160,6 +177,7 @@ fn roofline(gpu: &GpuSpec, shape: &ModelShape) -> ResolvedCost {
         shape: shape.clone(),
         basis: CostBasis::Roofline,
         measured_device: None,
+        expected_error: None,
     }
 }
 
@@ -257,6 +275,7 @@ fn from_profile(measured: CostProfile, source: String, target: Option<&GpuSpec>)
         gpu: profile.gpu.clone(),
         shape: profile.model.clone(),
         measured_device: Some(measured.provenance.device.clone()),
+        expected_error: None,
         model: Arc::new(profile),
     }
 }
@@ -330,7 +349,88 @@ pub fn resolve(source: &CostSource, model: &LoadedModel) -> Result<ResolvedCost,
         CostSource::Folder(dir, name) => {
             cost_for(&shape, &gpu(name)?, &ProfileLookup::Folder(dir.clone()))
         }
+        CostSource::Operators {
+            gpu: name,
+            file,
+            conflicting,
+        } => {
+            if let Some(p) = conflicting {
+                return Err(BackendError::CostMismatch(format!(
+                    "--cost-model operators prices steps with the operator model; {} names a \
+                     calibrated profile too: drop it, or use --cost-model profile",
+                    p.display()
+                )));
+            }
+            operator_cost(&shape, &gpu(name)?, file.as_deref())
+        }
     }
+}
+
+/// The Qwen3 presets the operator model's hold-outs cover, with their shapes.
+fn family() -> Vec<(String, ModelShape)> {
+    [
+        "qwen3-0.6b",
+        "qwen3-1.7b",
+        "qwen3-4b",
+        "qwen3-8b",
+        "qwen3-14b",
+        "qwen3-32b",
+    ]
+    .iter()
+    .filter_map(|m| {
+        engine::model::Qwen3Config::preset(m)
+            .ok()
+            .map(|c| (m.to_string(), ModelShape::from_qwen3(&c)))
+    })
+    .collect()
+}
+
+/// The operator model of `shape` on `target`, from `file` or the shipped
+/// operator profile, with the error its hold-outs measured for such a
+/// prediction.
+pub fn operator_cost(
+    shape: &ModelShape,
+    target: &GpuSpec,
+    file: Option<&Path>,
+) -> Result<ResolvedCost, BackendError> {
+    let (profile, source) = match file {
+        Some(path) => (
+            OperatorProfile::load(path).map_err(|e| BackendError::CostMismatch(e.to_string()))?,
+            path.display().to_string(),
+        ),
+        None => {
+            let shipped = SHIPPED_OPERATORS;
+            let origin = format!("shipped:{}", shipped.name);
+            (
+                OperatorProfile::parse(shipped.text, &origin)
+                    .map_err(|e| BackendError::CostMismatch(e.to_string()))?,
+                origin,
+            )
+        }
+    };
+    let family = family();
+    let member = family
+        .iter()
+        .find(|(_, s)| s == shape)
+        .map(|(m, _)| m.as_str());
+    let expected = profile.expected_error(member, shape, target, &family);
+    Ok(ResolvedCost {
+        description: format!(
+            "operator model {source} (fitted on {} measurements) on datasheet {}; expected \
+             error decode {:.0} %, prefill {:.0} % ({})",
+            profile.gpu, target.name, expected.decode_pct, expected.prefill_pct, expected.basis
+        ),
+        model: Arc::new(OperatorCostModel {
+            params: profile.params,
+            shape: shape.clone(),
+            gpu: target.clone(),
+        }),
+        gpu: target.clone(),
+        shape: shape.clone(),
+        basis: CostBasis::Operators { source },
+        measured_device: None,
+        expected_error: Some(expected),
+    })
 }
 
 #[cfg(test)]

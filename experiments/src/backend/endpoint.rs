@@ -159,6 +159,7 @@ impl Backend for EndpointBackend {
             runner: Some(format!("endpoint {}", self.url())),
             cost_label: "measured".into(),
             endpoint: Some(self.meta()),
+            expected_error: None,
         }
     }
 

@@ -162,6 +162,7 @@ impl Backend for RealBackend {
             runner: Some(format!("{} on {}", self.kind.name(), self.device)),
             cost_label: "measured".into(),
             endpoint: None,
+            expected_error: None,
         }
     }
 

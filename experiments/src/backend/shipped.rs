@@ -6,6 +6,7 @@
 //! them without the source tree. Records name one `shipped:<file name>`
 //! ([`ShippedProfile::label`]). A shipped profile that does not parse is an
 //! error naming it, as a broken file in a searched folder is.
+//! [`SHIPPED_OPERATORS`] is the operator model's profile, embedded the same way.
 
 use calibration::{CostProfile, ProfileError};
 
@@ -42,6 +43,13 @@ macro_rules! shipped {
 /// Every shipped profile, sorted by file name. A profile added to
 /// `calibration/profiles/` must be listed here (a test fails until it is).
 pub const SHIPPED: &[ShippedProfile] = shipped!["h200-qwen3-0.6b.ron"];
+
+/// The operator profile (`calibration/operators/h200-sxm.ron`, written by
+/// `exp transfer-check`) that `--cost-model operators` uses by default.
+pub const SHIPPED_OPERATORS: ShippedProfile = ShippedProfile {
+    name: "h200-sxm.ron",
+    text: include_str!("../../../calibration/operators/h200-sxm.ron"),
+};
 
 #[cfg(test)]
 mod tests {

@@ -155,6 +155,7 @@ impl Backend for SimBackend {
             runner: None,
             cost_label: self.cost.short_label(),
             endpoint: None,
+            expected_error: self.cost.expected_error.clone(),
         }
     }
 

@@ -221,7 +221,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
     let fleet = fleet_target(args, &settings, &workload, &targets)?;
     // The lookup finds one profile for the model (or none) for every GPU.
     let profile = targets.iter().find_map(|t| match &t.cost().basis {
-        CostBasis::Profile { source, .. } => Some(source.clone()),
+        CostBasis::Profile { source, .. } | CostBasis::Operators { source } => Some(source.clone()),
         CostBasis::Roofline => None,
     });
     Ok(PlanInputs {

@@ -181,3 +181,78 @@ fn short_labels_name_the_profile_file_or_the_roofline() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_operator_model_prices_any_size_on_any_gpu_with_its_held_out_error() {
+    let source = |gpu: &str| CostSource::Operators {
+        gpu: gpu.into(),
+        file: None,
+        conflicting: None,
+    };
+    let on_l4 = resolve(&source("l4"), &model("qwen3-8b")).unwrap();
+    assert!(
+        matches!(&on_l4.basis, CostBasis::Operators { source } if source.starts_with("shipped:"))
+    );
+    assert_eq!(on_l4.gpu.name, "l4");
+    let e = on_l4
+        .expected_error
+        .clone()
+        .expect("the operator model has held-out errors");
+    assert!(e.decode_pct > 0.0 && e.prefill_pct > 0.0, "{e:?}");
+    // The L4 is another architecture: no hold-out covers that.
+    assert!(
+        e.off_ground.iter().any(|n| n.contains("architecture")),
+        "{e:?}"
+    );
+    // On the calibration GPU a family size is on measured ground, and its
+    // error is smaller than on a GPU no hold-out resembles.
+    let home = resolve(&source("h200-sxm"), &model("qwen3-8b")).unwrap();
+    let h = home.expected_error.clone().unwrap();
+    assert!(h.off_ground.is_empty(), "{h:?}");
+    assert!(h.decode_pct < e.decode_pct);
+    let batch = engine::BatchShape {
+        seqs: vec![
+            engine::SeqShape {
+                new_tokens: 1,
+                context_before: 300,
+                samples: true,
+            };
+            16
+        ],
+    };
+    // A third of the H200's bandwidth and fewer SMs: a slower decode step.
+    assert!(on_l4.model.step_seconds(&batch) > 3.0 * home.model.step_seconds(&batch));
+}
+
+#[test]
+fn the_operator_model_refuses_a_calibrated_profile_beside_it() {
+    let err = resolve(
+        &CostSource::Operators {
+            gpu: "h200-sxm".into(),
+            file: None,
+            conflicting: Some("mine.ron".into()),
+        },
+        &model("qwen3-0.6b"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("mine.ron") && err.contains("--cost-model profile"),
+        "{err}"
+    );
+    let dir = std::env::temp_dir().join(format!("cost-operators-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let old = dir.join("params.ron");
+    std::fs::write(&old, "(gemm_bandwidth_share: 1.0)").unwrap();
+    let err = resolve(
+        &CostSource::Operators {
+            gpu: "h200-sxm".into(),
+            file: Some(old),
+            conflicting: None,
+        },
+        &model("qwen3-0.6b"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("exp transfer-check"), "{err}");
+}

@@ -1,0 +1,336 @@
+//! The operator model as a cost model: fitted parameters, where they came
+//! from, the errors measured on what the fits held out, and the expected
+//! error of a prediction that follows from them.
+//!
+//! Contract:
+//! - [`OperatorProfile`] is what `exp transfer-check` writes
+//!   (`operator_profile.ron`): the parameters fitted on every measurement,
+//!   and per hold-out (a model size on the whole GPU, or a (model, SM count)
+//!   slice) the median and largest |error| of its decode and prefill steps.
+//!   A file of another [`FORMAT`] (or with fields this build does not know)
+//!   is an error that says how to refit.
+//! - [`OperatorCostModel`] prices a step of a model shape on a GPU with the
+//!   parameters ([`super::step_time`]).
+//! - [`OperatorProfile::expected_error`]: on the calibration GPU, a family
+//!   size gets the largest error its own hold-out showed; another shape the
+//!   largest over every held-out size. On another GPU the largest error of
+//!   the held-out SM-count slices nearest in SM count is added (the slices
+//!   are the only measured change of GPU). What no hold-out covers (a size
+//!   outside the family's range, an SM count outside the slices', another
+//!   architecture) is listed in [`ExpectedError::off_ground`].
+
+use super::fit::HeldOutRow;
+use super::{step_time, OperatorParams};
+use engine::BatchShape;
+use serde::{Deserialize, Serialize};
+use sim::{CostModel, GpuSpec, ModelShape};
+use std::path::Path;
+
+/// The layout version of an operator profile file.
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorProfileError {
+    #[error("reading {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: not an operator profile this exp reads ({message}); refit it with \
+         `exp transfer-check --out DIR` (no GPU needed) and pass DIR/operator_profile.ron"
+    )]
+    Parse { path: String, message: String },
+    #[error(
+        "{path}: operator profile format {found}, this exp reads format {FORMAT}; refit it \
+         with `exp transfer-check --out DIR` and pass DIR/operator_profile.ron"
+    )]
+    Format { path: String, found: u32 },
+}
+
+/// The held-out errors of one hold-out and step kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldOutError {
+    /// `model` (a size left out of the fit) or `sm_count` (fit on the whole GPU only).
+    pub held_out: String,
+    pub model: String,
+    pub sm_count: u32,
+    /// `decode` or `prefill`.
+    pub kind: String,
+    pub steps: usize,
+    pub median_abs_pct: f64,
+    pub max_abs_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorProfile {
+    pub format: u32,
+    /// Datasheet name of the GPU every measurement was taken on.
+    pub gpu: String,
+    /// The measurement files, and when the fit ran.
+    pub fitted_on: String,
+    pub params: OperatorParams,
+    pub held_out: Vec<HeldOutError>,
+}
+
+/// What a prediction's error is expected to be, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpectedError {
+    /// Expected |error| of decode steps (and so of inter-token latency), %.
+    pub decode_pct: f64,
+    /// Expected |error| of prefill steps (and so of time to first token), %.
+    pub prefill_pct: f64,
+    /// Which hold-outs the figures come from.
+    pub basis: String,
+    /// What no hold-out measured; empty when the prediction is on measured ground.
+    pub off_ground: Vec<String>,
+}
+
+impl ExpectedError {
+    /// The larger of the two: a bound for figures that mix both (throughput).
+    pub fn step_pct(&self) -> f64 {
+        self.decode_pct.max(self.prefill_pct)
+    }
+}
+
+/// Summarises held-out rows per (hold-out, model, SM count, kind).
+pub fn summarise(rows: &[HeldOutRow]) -> Vec<HeldOutError> {
+    let mut groups: Vec<(HeldOutError, Vec<f64>)> = Vec::new();
+    for r in rows {
+        let (model, sms) = r.target.split_once('@').unwrap_or((&r.target, "0sm"));
+        let sm_count = sms.trim_end_matches("sm").parse().unwrap_or(0);
+        let kind = r.quantity.split(' ').next().unwrap_or("").to_string();
+        let key = (r.held_out.as_str(), model, sm_count, kind.as_str());
+        let found = groups.iter_mut().find(|(g, _)| {
+            (
+                g.held_out.as_str(),
+                g.model.as_str(),
+                g.sm_count,
+                g.kind.as_str(),
+            ) == key
+        });
+        let e = r.error_pct.abs();
+        match found {
+            Some((_, errors)) => errors.push(e),
+            None => groups.push((
+                HeldOutError {
+                    held_out: r.held_out.clone(),
+                    model: model.to_string(),
+                    sm_count,
+                    kind,
+                    steps: 0,
+                    median_abs_pct: 0.0,
+                    max_abs_pct: 0.0,
+                },
+                vec![e],
+            )),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(mut g, mut errors)| {
+            errors.sort_by(f64::total_cmp);
+            g.steps = errors.len();
+            g.median_abs_pct = errors[errors.len() / 2];
+            g.max_abs_pct = errors[errors.len() - 1];
+            g
+        })
+        .collect()
+}
+
+impl OperatorProfile {
+    pub fn parse(text: &str, path: &str) -> Result<Self, OperatorProfileError> {
+        // The format first, so an old file says "refit" rather than "field x".
+        #[derive(Deserialize)]
+        struct Version {
+            #[serde(default)]
+            format: u32,
+        }
+        let version: Option<Version> = ron::from_str(text).ok();
+        match version.map(|v| v.format) {
+            // No format field (a file of bare parameters) fails below.
+            Some(0) | Some(FORMAT) | None => {}
+            Some(found) => {
+                return Err(OperatorProfileError::Format {
+                    path: path.into(),
+                    found,
+                })
+            }
+        }
+        ron::from_str(text).map_err(|e| OperatorProfileError::Parse {
+            path: path.into(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Self, OperatorProfileError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| OperatorProfileError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        Self::parse(&text, &p)
+    }
+
+    fn worst(&self, held_out: &str, keep: impl Fn(&HeldOutError) -> bool, kind: &str) -> f64 {
+        self.held_out
+            .iter()
+            .filter(|e| e.held_out == held_out && e.kind == kind && keep(e))
+            .map(|e| e.max_abs_pct)
+            .fold(0.0, f64::max)
+    }
+
+    /// The expected error of predictions for `model` (its preset name, when
+    /// it is one) of `shape` on `gpu`; `family` holds the held-out sizes'
+    /// shapes, whose range is the measured ground.
+    pub fn expected_error(
+        &self,
+        model: Option<&str>,
+        shape: &ModelShape,
+        gpu: &GpuSpec,
+        family: &[(String, ModelShape)],
+    ) -> ExpectedError {
+        let mut off_ground = Vec::new();
+        let member = model.filter(|m| {
+            self.held_out
+                .iter()
+                .any(|e| e.held_out == "model" && e.model == *m)
+        });
+        let whole = whole_sm_count(&self.gpu);
+        let (mut decode, mut prefill, mut basis) = match member {
+            Some(m) => (
+                self.worst("model", |e| e.model == m && e.sm_count == whole, "decode"),
+                self.worst("model", |e| e.model == m && e.sm_count == whole, "prefill"),
+                format!(
+                    "the fit without {m}, on its steps on the whole {}",
+                    self.gpu
+                ),
+            ),
+            None => {
+                let size = shape.linear_params() as f64;
+                let sizes: Vec<f64> = family
+                    .iter()
+                    .map(|(_, s)| s.linear_params() as f64)
+                    .collect();
+                let (lo, hi) = sizes
+                    .iter()
+                    .fold((f64::MAX, 0.0f64), |(l, h), s| (l.min(*s), h.max(*s)));
+                if !sizes.is_empty() && (size < lo || size > hi) {
+                    off_ground.push(format!(
+                        "a model of {:.1} B linear parameters, outside the {:.1}-{:.1} B of the held-out sizes",
+                        size * 1e-9,
+                        lo * 1e-9,
+                        hi * 1e-9
+                    ));
+                }
+                (
+                    self.worst("model", |e| e.sm_count == whole, "decode"),
+                    self.worst("model", |e| e.sm_count == whole, "prefill"),
+                    format!(
+                        "the largest over every held-out model size on the whole {}",
+                        self.gpu
+                    ),
+                )
+            }
+        };
+        if gpu.name != self.gpu {
+            let slices: Vec<u32> = self
+                .held_out
+                .iter()
+                .filter(|e| e.held_out == "sm_count")
+                .map(|e| e.sm_count)
+                .collect();
+            let distance = |s: u32| (f64::from(s).ln() - f64::from(gpu.sm_count.max(1)).ln()).abs();
+            if let Some(nearest) = slices
+                .iter()
+                .copied()
+                .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
+            {
+                let keep =
+                    |e: &HeldOutError| e.sm_count == nearest && member.is_none_or(|m| e.model == m);
+                decode += self.worst("sm_count", keep, "decode");
+                prefill += self.worst("sm_count", keep, "prefill");
+                basis.push_str(&format!(
+                    ", plus the fit on the whole {} predicting its {nearest}-SM slices",
+                    self.gpu
+                ));
+                let (lo, hi) = slices
+                    .iter()
+                    .fold((u32::MAX, 0), |(l, h), s| (l.min(*s), h.max(*s)));
+                if gpu.sm_count < lo {
+                    off_ground.push(format!(
+                        "{} SMs, fewer than the {lo} of the smallest held-out slice",
+                        gpu.sm_count
+                    ));
+                }
+                if gpu.sm_count > hi.max(whole) {
+                    off_ground.push(format!(
+                        "{} SMs, more than the calibration GPU's",
+                        gpu.sm_count
+                    ));
+                }
+            }
+            if !same_architecture(&self.gpu, &gpu.name) {
+                off_ground.push(format!(
+                    "{}: another architecture than the {} (its per-SM rates, clocks and caches \
+                     were never held out)",
+                    gpu.name, self.gpu
+                ));
+            }
+        }
+        ExpectedError {
+            decode_pct: decode,
+            prefill_pct: prefill,
+            basis,
+            off_ground,
+        }
+    }
+}
+
+/// SMs of the calibration GPU as the datasheet has it (132 for the H200).
+fn whole_sm_count(name: &str) -> u32 {
+    crate::datasheet::lookup(name).map_or(0, |g| g.sm_count)
+}
+
+/// The architecture of a datasheet GPU, by its name; `None` for a name this
+/// table does not know (a user's own entry).
+pub fn architecture(name: &str) -> Option<&'static str> {
+    const PREFIXES: [(&str, &str); 8] = [
+        ("h100", "hopper"),
+        ("h200", "hopper"),
+        ("a100", "ampere"),
+        ("a10g", "ampere"),
+        ("rtx-30", "ampere"),
+        ("l40", "ada"),
+        ("l4", "ada"),
+        ("rtx-40", "ada"),
+    ];
+    PREFIXES
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|(_, arch)| *arch)
+}
+
+fn same_architecture(a: &str, b: &str) -> bool {
+    architecture(a).is_some() && architecture(a) == architecture(b)
+}
+
+/// The operator model pricing one model shape on one GPU.
+#[derive(Debug, Clone)]
+pub struct OperatorCostModel {
+    pub params: OperatorParams,
+    pub shape: ModelShape,
+    pub gpu: GpuSpec,
+}
+
+impl CostModel for OperatorCostModel {
+    fn step_seconds(&self, batch: &BatchShape) -> f64 {
+        step_time(&self.params, &self.shape, &self.gpu, batch).total()
+    }
+}
+
+#[cfg(test)]
+#[path = "profile_tests.rs"]
+mod tests;
