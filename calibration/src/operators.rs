@@ -25,9 +25,10 @@
 //! - Doubling a GPU's bandwidth halves a bandwidth-bound operator's memory
 //!   term and leaves its latency; moving the parameters to the GPU they were
 //!   fitted on changes nothing (there is nothing to move: the GPU is an input).
-//! - Not modelled: L2 residency between kernels, clocks under power limits,
-//!   kernels that differ per architecture (per-SM rates are the H200's), and
-//!   tensor parallelism.
+//! - A step's GEMMs past a short window run at most at a sustained share of
+//!   the FLOP/s of the GPU's power budget ([`ops::power_limited`]).
+//! - Not modelled: L2 residency between kernels, kernels that differ per
+//!   architecture (per-SM rates are the H200's), and tensor parallelism.
 
 pub mod attention;
 pub mod family;
@@ -94,11 +95,20 @@ pub struct OperatorParams {
     /// its DRAM time (elementwise, decode attention): near 1 the two add, as
     /// when the SMs' loads wait longer on a busier memory system.
     pub contention_exponent: f64,
+    /// Share of the dense bf16 FLOP/s a GEMM's full waves reach on the
+    /// algorithm cuBLAS picks untuned (steps past the piecewise graphs).
+    pub untuned_flops_share: f64,
+    /// Share of the dense bf16 FLOP/s of the GPU's power budget that a
+    /// step's GEMMs hold once its power limit cuts the clocks
+    /// ([`ops::power_limited`]).
+    pub sustained_flops_share: f64,
+    /// Seconds of a step's GEMMs before the power limit holds.
+    pub power_window: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 18;
+    pub const LEN: usize = 21;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -120,6 +130,9 @@ impl OperatorParams {
             self.host_graph_step,
             self.host_eager_step,
             self.contention_exponent,
+            self.untuned_flops_share,
+            self.sustained_flops_share,
+            self.power_window,
         ]
     }
 
@@ -143,6 +156,9 @@ impl OperatorParams {
             host_graph_step: v[15],
             host_eager_step: v[16],
             contention_exponent: v[17],
+            untuned_flops_share: v[18],
+            sustained_flops_share: v[19],
+            power_window: v[20],
         }
     }
 
@@ -167,6 +183,9 @@ impl OperatorParams {
             host_graph_step: 10e-6,
             host_eager_step: 100e-6,
             contention_exponent: 1.5,
+            untuned_flops_share: 0.8,
+            sustained_flops_share: 0.66,
+            power_window: 2e-3,
         }
     }
 

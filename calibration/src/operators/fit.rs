@@ -66,7 +66,7 @@ pub fn predict_group_s(p: &OperatorParams, g: &GroupPoint) -> f64 {
 }
 
 pub fn predict_gemm_s(p: &OperatorParams, g: &GemmPoint) -> f64 {
-    gemm_time(p, &g.gpu, &g.gemm, g.kernel).total
+    gemm_time(p, &g.gpu, &g.gemm, g.kernel, true).total
 }
 
 /// Everything measured that the model is fitted on.

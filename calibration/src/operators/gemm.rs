@@ -137,7 +137,15 @@ pub fn copy_seconds(gpu: &GpuSpec, bytes: f64, share: f64) -> f64 {
 
 /// The product's time on `kernel`: its blocks stream at the kernel's per-SM
 /// rate on at most as many SMs as it has blocks.
-pub fn gemm_time(p: &OperatorParams, gpu: &GpuSpec, g: &Gemm, kernel: GemmKernel) -> OperatorTime {
+/// `tuned`: cuBLAS runs the algorithm GEMM tuning chose (decode graphs and
+/// piecewise steps); otherwise the one its heuristic picks.
+pub fn gemm_time(
+    p: &OperatorParams,
+    gpu: &GpuSpec,
+    g: &Gemm,
+    kernel: GemmKernel,
+    tuned: bool,
+) -> OperatorTime {
     if g.m == 0 {
         return OperatorTime::default();
     }
@@ -159,7 +167,12 @@ pub fn gemm_time(p: &OperatorParams, gpu: &GpuSpec, g: &Gemm, kernel: GemmKernel
     let compute = match kernel {
         GemmKernel::Skinny => g.flops() / (gpu.bf16_flops * p.gemm_flops_share),
         GemmKernel::Cublas { .. } => {
-            let per_sm = gpu.bf16_flops / sms as f64 * p.gemm_flops_share;
+            let share = if tuned {
+                p.gemm_flops_share
+            } else {
+                p.untuned_flops_share
+            };
+            let per_sm = gpu.bf16_flops / sms as f64 * share;
             blocks.div_ceil(sms) as f64 * g.tile_flops(kernel, gpu.sm_count) / per_sm
         }
     };
@@ -210,7 +223,13 @@ mod tests {
             n: 4096,
             k: 4096,
         };
-        let t = gemm_time(&params(), &gpu(4e12), &g, GemmKernel::Cublas { split: 1 });
+        let t = gemm_time(
+            &params(),
+            &gpu(4e12),
+            &g,
+            GemmKernel::Cublas { split: 1 },
+            true,
+        );
         let flops = 2.0 * 4096f64.powi(3);
         let compute = flops / 0.5e15 / (1024.0 / 1100.0);
         let bytes = 6.0 * 4096f64.powi(2);
@@ -233,8 +252,8 @@ mod tests {
             k: 8192,
         };
         let kernel = GemmKernel::Cublas { split: 1 };
-        let slow = gemm_time(&params(), &gpu(0.5e12), &g, kernel);
-        let fast = gemm_time(&params(), &gpu(1e12), &g, kernel);
+        let slow = gemm_time(&params(), &gpu(0.5e12), &g, kernel, true);
+        let fast = gemm_time(&params(), &gpu(1e12), &g, kernel, true);
         assert!(slow.memory > 10.0 * slow.compute);
         assert!((fast.memory - slow.memory / 2.0).abs() < 1e-9 * slow.memory);
         assert_eq!(fast.latency, slow.latency);

@@ -4,13 +4,14 @@
 //! Contract: the file times the six cases of `engine-bench --profile` (decode
 //! batch 1 / 16 / 64 / 256 at 300 keys, prefills of 512 and 3,200 tokens) with
 //! each kernel group left out, per model and SM count. A group's cost is the
-//! full step minus the step without it ([`Group::variant`]); a group point is
-//! kept only where that cost is at least [`MIN_SHARE`] of the step, since a
-//! smaller difference is within the run-to-run spread of two steps. The
-//! GEMM group is not used: the file predates the runner's current rule for
-//! the skinny kernel (`engine::runner::gemm_choice`), so its GEMM times are
-//! not those of the kernels the model prices. A row that does not parse is
-//! an error naming its line and field.
+//! full step minus the step without it; the GEMMs' is the step with only
+//! the GEMMs minus the step with nothing. A group point is kept only where
+//! that cost is at least [`MIN_SHARE`] of the step, since a smaller
+//! difference is within the run-to-run spread of two steps. The GEMMs of
+//! decode cases are not used: the file predates the runner's current rule
+//! for the skinny kernel (`engine::runner::gemm_choice`), which changes
+//! products of up to 64 rows only, so prefill GEMMs are those the model
+//! prices. A row that does not parse is an error naming its line and field.
 
 use super::family::{batch_of, h200_slice, FamilyError};
 use super::StepTime;
@@ -32,17 +33,27 @@ pub enum Group {
     Attention,
     Elementwise,
     LmHead,
+    /// Every GEMM, LM head included: the step with only the GEMMs, less the
+    /// step with nothing. Prefill cases only (see the module docs).
+    Gemms,
 }
 
 impl Group {
-    pub const ALL: [Group; 3] = [Group::Attention, Group::Elementwise, Group::LmHead];
+    pub const ALL: [Group; 4] = [
+        Group::Attention,
+        Group::Elementwise,
+        Group::LmHead,
+        Group::Gemms,
+    ];
 
-    /// The variant that leaves the group out.
-    pub fn variant(self) -> &'static str {
+    /// The group's cost from a case's variants (ms by variant name).
+    fn cost(self, variants: &HashMap<String, f64>) -> Option<f64> {
+        let v = |name: &str| variants.get(name).copied();
         match self {
-            Group::Attention => "no_attention",
-            Group::Elementwise => "no_elementwise",
-            Group::LmHead => "no_head",
+            Group::Attention => Some(v("full")? - v("no_attention")?),
+            Group::Elementwise => Some(v("full")? - v("no_elementwise")?),
+            Group::LmHead => Some(v("full")? - v("no_head")?),
+            Group::Gemms => Some(v("gemm_only")? - v("nothing")?),
         }
     }
 
@@ -51,6 +62,7 @@ impl Group {
             Group::Attention => "attention",
             Group::Elementwise => "elementwise",
             Group::LmHead => "lm_head",
+            Group::Gemms => "gemms",
         }
     }
 
@@ -60,6 +72,7 @@ impl Group {
             Group::Attention => t.attention,
             Group::Elementwise => t.elementwise,
             Group::LmHead => t.lm_head,
+            Group::Gemms => t.gemm + t.lm_head,
         }
     }
 }
@@ -154,10 +167,12 @@ pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GroupPoint>, FamilyError
             continue;
         };
         for group in Group::ALL {
-            let Some(&without) = variants.get(group.variant()) else {
+            if group == Group::Gemms && !case.starts_with("prefill") {
+                continue;
+            }
+            let Some(cost) = group.cost(variants) else {
                 continue;
             };
-            let cost = full - without;
             if cost >= MIN_SHARE * full {
                 out.push(GroupPoint {
                     model: model.clone(),

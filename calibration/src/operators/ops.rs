@@ -12,6 +12,7 @@ use super::gemm::{copy_seconds, gemm_time, smooth_max, Gemm, GemmKernel};
 use super::{OperatorParams, StepTime};
 use engine::gemm_padded_rows;
 use engine::runner::attention_choice::graph_bucket;
+use engine::runner::gemm_choice::PIECEWISE_MAX_TOKENS;
 use engine::BatchShape;
 use sim::{GpuSpec, ModelShape};
 
@@ -99,6 +100,39 @@ pub fn elementwise_seconds(p: &OperatorParams, gpu: &GpuSpec, k: &Elementwise) -
     p.elementwise_latency + smooth_max(copy_seconds(gpu, k.bytes, 1.0), work, p.contention_exponent)
 }
 
+/// SMs whose full-rate draw the GPU's power budget is set for: its own, or
+/// for a slice of a datasheet GPU (named `NAME@Nsm`, [`super::family::slice_of`])
+/// the whole GPU's, since a slice keeps the chip's power budget.
+pub fn power_budget_sms(gpu: &GpuSpec) -> u32 {
+    gpu.name
+        .split_once('@')
+        .and_then(|(whole, _)| crate::datasheet::lookup(whole).ok())
+        .map_or(gpu.sm_count, |g| g.sm_count.max(gpu.sm_count))
+}
+
+/// `seconds` of GEMMs doing `flops` in one step, once the GPU's power limit
+/// holds tensor work to [`OperatorParams::sustained_flops_share`] of the dense
+/// FLOP/s of its power budget ([`power_budget_sms`]): the first
+/// [`OperatorParams::power_window`] seconds run at the rate the kernels reach,
+/// the rest at most at the sustained rate. Why: on the whole H200 every long
+/// run of GEMMs holds 64–65 % of its peak (prefills of 3,200 tokens of
+/// qwen3-0.6b and -8b, 512 of -14b: `operators/groups.csv`, gemm_only) where
+/// the same products timed alone in short bursts reach 73–80 %
+/// (`gemm_shapes.csv`), and the 64-SM slice runs qwen3-8b's at 0.38 of the
+/// whole GPU's peak, 19 % more per SM than the whole GPU.
+pub fn power_limited(p: &OperatorParams, gpu: &GpuSpec, seconds: f64, flops: f64) -> f64 {
+    let per_sm = gpu.bf16_flops / f64::from(gpu.sm_count.max(1));
+    let cap = per_sm * f64::from(power_budget_sms(gpu)) * p.sustained_flops_share;
+    if seconds <= p.power_window || flops <= 0.0 {
+        return seconds;
+    }
+    let rate = flops / seconds;
+    if rate <= cap {
+        return seconds;
+    }
+    p.power_window + (flops - rate * p.power_window) / cap
+}
+
 pub fn step_time(
     p: &OperatorParams,
     m: &ModelShape,
@@ -117,7 +151,11 @@ pub fn step_time(
     } else {
         counts.tokens
     };
-    let gemm: f64 = layer_gemms(m, rows)
+    // Steps past the piecewise graphs run cuBLAS on algorithms nobody tuned.
+    let tuned = graphed || rows <= PIECEWISE_MAX_TOKENS;
+    let gemms = layer_gemms(m, rows);
+    let gemm_flops: f64 = gemms.iter().map(Gemm::flops).sum::<f64>() * layers;
+    let gemm: f64 = gemms
         .iter()
         .enumerate()
         .map(|(i, g)| {
@@ -130,12 +168,20 @@ pub fn step_time(
                     ..*g
                 },
             };
-            gemm_time(p, gpu, &launched, kernel).total
+            gemm_time(p, gpu, &launched, kernel, tuned).total
         })
         .sum::<f64>()
         * layers;
+    let gemm = power_limited(p, gpu, gemm, gemm_flops);
     let head = lm_head_gemm(m, counts.sampled);
-    let lm_head = gemm_time(p, gpu, &head, head.kernel(gpu.sm_count, false, graphed)).total;
+    let lm_head = gemm_time(
+        p,
+        gpu,
+        &head,
+        head.kernel(gpu.sm_count, false, graphed),
+        tuned,
+    )
+    .total;
     let attention = attention::layer_seconds(p, m, gpu, batch, graphed) * layers;
     let elementwise = layers
         * layer_elementwise(m, rows, graphed)
@@ -162,6 +208,36 @@ mod tests {
 
     fn calibration_gpu() -> GpuSpec {
         crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
+    }
+
+    #[test]
+    fn the_power_limit_holds_long_tensor_work_to_the_sustained_rate() {
+        let p = OperatorParams {
+            sustained_flops_share: 0.5,
+            power_window: 1e-3,
+            ..OperatorParams::initial()
+        };
+        let gpu = calibration_gpu();
+        // 10 ms at 0.8 of the peak: the first 1 ms as is, the rest at 0.5.
+        let flops = 0.8 * gpu.bf16_flops * 10e-3;
+        let t = power_limited(&p, &gpu, 10e-3, flops);
+        let expected = 1e-3 + (flops - 0.8 * gpu.bf16_flops * 1e-3) / (0.5 * gpu.bf16_flops);
+        assert!((t - expected).abs() < 1e-12, "{t} {expected}");
+        // Under the cap, or shorter than the window: unchanged.
+        assert_eq!(
+            power_limited(&p, &gpu, 10e-3, 0.4 * gpu.bf16_flops * 10e-3),
+            10e-3
+        );
+        assert_eq!(
+            power_limited(&p, &gpu, 0.5e-3, 0.8 * gpu.bf16_flops * 0.5e-3),
+            0.5e-3
+        );
+        // A slice keeps the whole GPU's budget: 0.8 of a 16-SM slice's peak is
+        // far under half the chip's.
+        let slice = crate::operators::family::h200_slice(&gpu, 16).expect("measured slice");
+        assert_eq!(power_budget_sms(&slice), 132);
+        let slice_flops = 0.8 * slice.bf16_flops * 10e-3;
+        assert_eq!(power_limited(&p, &slice, 10e-3, slice_flops), 10e-3);
     }
 
     #[test]

@@ -3,6 +3,19 @@
 //! cost model that prices the runner's steps without a GPU (crate
 //! `calibration`, `operators`).
 
+/// Most tokens of a step that runs piecewise-graphed
+/// (`CudaTuning::piecewise_max_tokens`): beyond it the GPU's work hides
+/// the eager launches, so graphs would only cost warm-up time and memory.
+/// Qwen3-0.6B on the H200: a 512-token prefill takes 2.67 ms eagerly, its
+/// GEMMs alone 1.19 ms and its attention about 0.85 (results/h200/
+/// profile.csv); its GPU work (about 2.5 ms) is then about as long as the
+/// same launches take the host on a slow machine (a 64-token prefill, as
+/// many launches, 1.35–2.31 ms: docs/performance.md), and at 1,024 tokens
+/// about twice as long. `engine-bench --mixed` times prefills of 256 to
+/// 2,048 tokens both ways, to check. Only the GEMM shapes of these steps
+/// and of the decode graphs are tuned: longer steps run cuBLAS untuned.
+pub const PIECEWISE_MAX_TOKENS: usize = 1024;
+
 /// The skinny kernel re-reads all of `x` in every block of 8 output columns,
 /// so it wins only while `m · n` is small: measured on the H200 by
 /// `scripts/gemm_bench.cu` (28-layer graphs, 2026-11-30) it beats cuBLAS for

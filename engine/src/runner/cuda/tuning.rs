@@ -22,17 +22,7 @@ pub const SKIP_HEAD: u32 = 8;
 
 pub use crate::runner::attention_choice::DECODE_TARGET_WARPS;
 
-/// Most tokens of a step that runs piecewise-graphed
-/// ([`CudaTuning::piecewise_max_tokens`]): beyond it the GPU's work hides
-/// the eager launches, so graphs would only cost warm-up time and memory.
-/// Qwen3-0.6B on the H200: a 512-token prefill takes 2.67 ms eagerly, its
-/// GEMMs alone 1.19 ms and its attention about 0.85 (results/h200/
-/// profile.csv); its GPU work (about 2.5 ms) is then about as long as the
-/// same launches take the host on a slow machine (a 64-token prefill, as
-/// many launches, 1.35–2.31 ms: docs/performance.md), and at 1,024 tokens
-/// about twice as long. `engine-bench --mixed` times prefills of 256 to
-/// 2,048 tokens both ways, to check.
-pub const PIECEWISE_MAX_TOKENS: usize = 1024;
+pub use crate::runner::gemm_choice::PIECEWISE_MAX_TOKENS;
 
 /// Tuning settings of a [`CudaRunner`]; `CudaTuning::default()` is what the
 /// runner starts with.
