@@ -2,6 +2,9 @@
 //! the wall clock.
 //!
 //! Contract:
+//! - [`spawn_with`] builds the engine on the loop thread itself (a real
+//!   runner may not move between threads) and reports a failed build before
+//!   any request can arrive; [`spawn`] takes an engine built elsewhere.
 //! - Commands (submit, abort, stop) arrive on a channel; those that arrive
 //!   during a step are handled after it, as in vLLM's engine core loop.
 //! - A submission is refused (400, with the engine's reason) when it can
@@ -28,11 +31,12 @@ use crate::metrics::Metrics;
 use engine::{EngineCore, ModelRunner, RequestId, StepOutcome};
 use sim::{Clock, WallClock};
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc as tokio_mpsc;
+use tokio::sync::{mpsc as tokio_mpsc, oneshot};
 
 /// How long the loop waits for a command after a step that scheduled
 /// nothing, so a stalled queue does not spin a core.
@@ -47,7 +51,9 @@ struct Tracked {
 
 struct LoopState<R: ModelRunner> {
     engine: EngineCore<R>,
-    /// The handles' count of unfinished requests (the loop counts them out).
+    /// The handles' count of unfinished requests (the loop counts them out;
+    /// the loop holds the counter, not a handle, whose command sender would
+    /// keep the inbox open).
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
     time_scale: f64,
@@ -55,34 +61,81 @@ struct LoopState<R: ModelRunner> {
     stopping: bool,
 }
 
-/// Starts the loop thread; the handle is what handlers submit through.
-pub fn spawn<R: ModelRunner + Send + 'static>(
+/// Starts the loop thread on an engine already built; the handle is what
+/// handlers submit through.
+pub async fn spawn<R: ModelRunner + Send + 'static>(
     engine: EngineCore<R>,
     time_scale: f64,
     metrics: Arc<Metrics>,
 ) -> Result<(EngineHandle, JoinHandle<Result<(), ServeError>>), ServeError> {
+    spawn_with(move || Ok::<_, Infallible>(engine), time_scale, metrics).await
+}
+
+/// Starts the loop thread, which first runs `build` and then owns the engine
+/// it returns, so the runner never leaves the thread that made it (the CUDA
+/// runner is not `Send`: its context, graphs and pinned buffers belong to
+/// one thread). Returns once `build` has finished: its error, if it failed
+/// (the thread has then ended), else the handle.
+pub async fn spawn_with<R, B, E>(
+    build: B,
+    time_scale: f64,
+    metrics: Arc<Metrics>,
+) -> Result<(EngineHandle, JoinHandle<Result<(), ServeError>>), ServeError>
+where
+    R: ModelRunner + 'static,
+    B: FnOnce() -> Result<EngineCore<R>, E> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     if !(time_scale.is_finite() && time_scale > 0.0) {
         return Err(ServeError::TimeScale(time_scale));
     }
     let (commands, inbox) = mpsc::channel();
-    let limits = EngineLimits {
-        max_model_len: engine.config().max_model_len,
-    };
-    let handle = EngineHandle::new(commands, limits);
-    let mut state = LoopState {
-        engine,
-        // Not the handle itself: its command sender would keep the inbox open.
-        in_flight: handle.in_flight.clone(),
-        metrics,
-        time_scale,
-        requests: HashMap::new(),
-        stopping: false,
-    };
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let (built, ready) = oneshot::channel::<Result<EngineLimits, ServeError>>();
+    let counter = in_flight.clone();
     let thread = std::thread::Builder::new()
         .name("engine-loop".into())
-        .spawn(move || state.run(inbox))
+        .spawn(move || {
+            let engine = match build() {
+                Ok(engine) => engine,
+                Err(e) => {
+                    let error = ServeError::Build(e.into());
+                    // The spawner waits for this report; it cannot be gone.
+                    let _ = built.send(Err(error));
+                    return Ok(());
+                }
+            };
+            let limits = EngineLimits {
+                max_model_len: engine.config().max_model_len,
+                kv_blocks: engine.kv_cache().num_blocks(),
+            };
+            if built.send(Ok(limits)).is_err() {
+                return Ok(());
+            }
+            let mut state = LoopState {
+                engine,
+                in_flight: counter,
+                metrics,
+                time_scale,
+                requests: HashMap::new(),
+                stopping: false,
+            };
+            state.run(inbox)
+        })
         .map_err(ServeError::Spawn)?;
-    Ok((handle, thread))
+    match ready.await {
+        Ok(Ok(limits)) => Ok((EngineHandle::new(commands, limits, in_flight), thread)),
+        Ok(Err(error)) => {
+            // Ended right after reporting; joining only reaps it.
+            let _ = thread.join();
+            Err(error)
+        }
+        // The thread dropped its report unsent: `build` panicked.
+        Err(_) => {
+            let _ = thread.join();
+            Err(ServeError::EnginePanicked)
+        }
+    }
 }
 
 impl<R: ModelRunner> LoopState<R> {
@@ -202,6 +255,17 @@ impl<R: ModelRunner> LoopState<R> {
                 gone.push(*id);
             }
         }
+        // Counted before any request hears it finished, so a client that
+        // reads /metrics after its answer sees its tokens.
+        let generated = outcome.tokens.len() as u64;
+        let preempted = outcome.preempted.len() as u64;
+        self.metrics.update(|m| {
+            m.num_preemptions += preempted;
+            m.prompt_tokens += first_prompt_tokens;
+            m.generation_tokens += generated;
+            ttft.iter().for_each(|v| m.time_to_first_token.observe(*v));
+            itl.iter().for_each(|v| m.inter_token_latency.observe(*v));
+        });
         for (id, reason) in outcome.finished {
             if let Some(t) = self.requests.remove(&id) {
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -212,15 +276,6 @@ impl<R: ModelRunner> LoopState<R> {
         for id in gone {
             self.abort(id);
         }
-        let generated = outcome.tokens.len() as u64;
-        let preempted = outcome.preempted.len() as u64;
-        self.metrics.update(|m| {
-            m.num_preemptions += preempted;
-            m.prompt_tokens += first_prompt_tokens;
-            m.generation_tokens += generated;
-            ttft.iter().for_each(|v| m.time_to_first_token.observe(*v));
-            itl.iter().for_each(|v| m.inter_token_latency.observe(*v));
-        });
     }
 
     /// Gauges and cache counters from the engine's current state.

@@ -38,6 +38,14 @@ pub enum ServeError {
     EnginePanicked,
     #[error("starting the engine loop thread: {0}")]
     Spawn(#[source] std::io::Error),
+    /// The engine could not be built on the engine loop thread (a runner
+    /// that failed to start or warm up, engine settings it cannot serve).
+    /// Not a `#[source]`: the message already says it, and `{:#}` would
+    /// print it twice.
+    #[error("building the engine: {0}")]
+    Build(Box<dyn std::error::Error + Send + Sync>),
+    #[error("interrupted (SIGINT or SIGTERM) while the engine was being built")]
+    InterruptedBuild,
 }
 
 /// One request's failure, sent back as the OpenAI error body.

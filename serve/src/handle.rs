@@ -47,6 +47,8 @@ pub(crate) enum Command {
 #[derive(Debug, Clone)]
 pub struct EngineLimits {
     pub max_model_len: usize,
+    /// Blocks of the engine's KV pool (the null block included).
+    pub kv_blocks: usize,
 }
 
 /// Shared by every handler; cheap to clone.
@@ -61,11 +63,16 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
-    pub(crate) fn new(commands: mpsc::Sender<Command>, limits: EngineLimits) -> Self {
+    /// `in_flight` is the engine loop's count of unfinished requests.
+    pub(crate) fn new(
+        commands: mpsc::Sender<Command>,
+        limits: EngineLimits,
+        in_flight: Arc<AtomicUsize>,
+    ) -> Self {
         Self {
             commands,
             next_id: Arc::new(AtomicU64::new(0)),
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            in_flight,
             draining: Arc::new(AtomicBool::new(false)),
             limits,
         }
@@ -92,6 +99,7 @@ impl EngineHandle {
         prompt_token_ids: Vec<u32>,
         max_tokens: usize,
         ignore_eos: bool,
+        eos_token_id: Option<u32>,
         cache_salt: Option<String>,
     ) -> Result<RequestStream, ApiError> {
         if self.is_draining() {
@@ -105,7 +113,7 @@ impl EngineHandle {
             prompt_token_ids,
             max_tokens,
             ignore_eos,
-            eos_token_id: None,
+            eos_token_id,
             cache_salt,
             arrival_time: 0.0,
         };

@@ -41,6 +41,9 @@ pub struct GenerationParams {
     pub ignore_eos: bool,
     /// vLLM's `cache_salt`: requests with different salts share no cached blocks.
     pub cache_salt: Option<String>,
+    /// vLLM's `return_token_ids`: each choice (each chunk's, when
+    /// streaming) also carries its output `token_ids`.
+    pub return_token_ids: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -159,6 +162,7 @@ fn params(
         include_usage,
         ignore_eos: boolean(map, "ignore_eos")?,
         cache_salt: string(map, "cache_salt")?,
+        return_token_ids: boolean(map, "return_token_ids")?,
     })
 }
 
@@ -320,15 +324,18 @@ mod tests {
     fn reads_text_and_token_prompts_with_their_options() {
         let r = parse_completion(
             br#"{"model":"m","prompt":"hi","max_tokens":3,"stream":true,
-                "stream_options":{"include_usage":true},"cache_salt":"a","temperature":0.7}"#,
+                "stream_options":{"include_usage":true},"cache_salt":"a","temperature":0.7,
+                "return_token_ids":true}"#,
         )
         .unwrap();
+        assert!(r.params.return_token_ids);
         assert_eq!(r.prompt, PromptInput::Text("hi".into()));
         assert_eq!(r.params.max_tokens, Some(3));
         assert!(r.params.stream && r.params.include_usage);
         assert_eq!(r.params.cache_salt.as_deref(), Some("a"));
         let r = parse_completion(br#"{"prompt":[1,2,3]}"#).unwrap();
         assert_eq!(r.prompt, PromptInput::Tokens(vec![1, 2, 3]));
+        assert!(!r.params.return_token_ids);
         let r = parse_completion(br#"{"prompt":[[4,5]]}"#).unwrap();
         assert_eq!(r.prompt, PromptInput::Tokens(vec![4, 5]));
     }
@@ -346,6 +353,10 @@ mod tests {
             (br#"{"prompt":["a","b"]}"#, Some("prompt")),
             (br#"{"prompt":""}"#, Some("prompt")),
             (br#"{"prompt":"a","n":2}"#, Some("n")),
+            (
+                br#"{"prompt":"a","return_token_ids":1}"#,
+                Some("return_token_ids"),
+            ),
         ];
         for (body, param) in cases {
             let e = parse_completion(body).unwrap_err();

@@ -3,7 +3,9 @@
 //! Contract: [`Kind`] picks the endpoint's shapes (`text_completion` with
 //! `text`, or `chat.completion[.chunk]` with `message`/`delta`); [`Usage`]
 //! always carries `prompt_tokens_details.cached_tokens` (vLLM sends it only
-//! with `--enable-prompt-tokens-details`; here it is always on).
+//! with `--enable-prompt-tokens-details`; here it is always on). Choices
+//! carry `token_ids` (the output tokens, or a chunk's) when given them, as
+//! vLLM's do with `return_token_ids`.
 
 use engine::FinishReason;
 use serde_json::{json, Value};
@@ -70,8 +72,14 @@ impl Header {
     }
 
     /// The whole answer of a non-streaming request.
-    pub fn full(&self, text: &str, reason: FinishReason, usage: Usage) -> Value {
-        let choice = match self.kind {
+    pub fn full(
+        &self,
+        text: &str,
+        token_ids: Option<&[u32]>,
+        reason: FinishReason,
+        usage: Usage,
+    ) -> Value {
+        let mut choice = match self.kind {
             Kind::Completion => json!({
                 "index": 0, "text": text, "logprobs": null,
                 "finish_reason": finish_reason(reason), "stop_reason": null,
@@ -81,6 +89,9 @@ impl Header {
                 "logprobs": null, "finish_reason": finish_reason(reason), "stop_reason": null,
             }),
         };
+        if let Some(ids) = token_ids {
+            choice["token_ids"] = json!(ids);
+        }
         let mut body = self.with_choices(false, json!([choice]));
         body["usage"] = usage.to_json();
         body
@@ -88,9 +99,14 @@ impl Header {
 
     /// A streamed piece of text (`finish_reason` null), or with `reason` the
     /// chunk that ends the choice.
-    pub fn chunk(&self, text: &str, reason: Option<FinishReason>) -> Value {
+    pub fn chunk(
+        &self,
+        text: &str,
+        token_ids: Option<&[u32]>,
+        reason: Option<FinishReason>,
+    ) -> Value {
         let reason = reason.map(finish_reason);
-        let choice = match self.kind {
+        let mut choice = match self.kind {
             Kind::Completion => json!({
                 "index": 0, "text": text, "logprobs": null, "finish_reason": reason,
             }),
@@ -101,6 +117,9 @@ impl Header {
                 "index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null,
             }),
         };
+        if let Some(ids) = token_ids {
+            choice["token_ids"] = json!(ids);
+        }
         self.with_choices(true, json!([choice]))
     }
 
@@ -141,15 +160,21 @@ mod tests {
             completion_tokens: 2,
             cached_tokens: 0,
         };
-        let full = header(Kind::Completion).full("ab", FinishReason::Length, usage);
+        let full = header(Kind::Completion).full("ab", None, FinishReason::Length, usage);
         assert_eq!(full["object"], "text_completion");
         assert_eq!(full["choices"][0]["text"], "ab");
+        assert!(full["choices"][0].get("token_ids").is_none());
+        let with_ids =
+            header(Kind::Completion).full("ab", Some(&[0, 1]), FinishReason::Length, usage);
+        assert_eq!(with_ids["choices"][0]["token_ids"], json!([0, 1]));
+        let piece = header(Kind::Completion).chunk("b", Some(&[27]), None);
+        assert_eq!(piece["choices"][0]["token_ids"], json!([27]));
         assert_eq!(full["usage"]["total_tokens"], 7);
         assert_eq!(full["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
-        let chat = header(Kind::Chat).full("ab", FinishReason::Stop, usage);
+        let chat = header(Kind::Chat).full("ab", None, FinishReason::Stop, usage);
         assert_eq!(chat["choices"][0]["message"]["content"], "ab");
         assert_eq!(chat["choices"][0]["finish_reason"], "stop");
-        let end = header(Kind::Chat).chunk("", Some(FinishReason::Length));
+        let end = header(Kind::Chat).chunk("", None, Some(FinishReason::Length));
         assert_eq!(end["object"], "chat.completion.chunk");
         assert_eq!(end["choices"][0]["finish_reason"], "length");
         assert!(header(Kind::Chat).usage_chunk(usage)["choices"]

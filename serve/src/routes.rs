@@ -8,7 +8,10 @@
 //! ([`crate::error::ApiError`]). A `model` other than the served one is a
 //! 404, as in vLLM; a missing `model` means the served one. `max_tokens`
 //! defaults to 16 for completions and to the rest of `max_model_len` for
-//! chat, as in vLLM. `/health` is 200 while serving and 503 while draining.
+//! chat, as in vLLM. A request without `ignore_eos` stops at the model's EOS
+//! token when the server has one ([`crate::ServerConfig::eos_token_id`]);
+//! `return_token_ids` adds each choice's output token ids. `/health` is 200
+//! while serving and 503 while draining.
 
 use crate::error::ApiError;
 use crate::handle::{EngineHandle, Event, RequestStream};
@@ -36,6 +39,7 @@ pub struct App {
     pub engine: EngineHandle,
     pub codec: TextCodec,
     pub model: String,
+    pub eos_token_id: Option<u32>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -126,6 +130,7 @@ async fn generate(
             tokens,
             max_tokens,
             params.ignore_eos,
+            app.eos_token_id,
             params.cache_salt.clone(),
         )
         .await
@@ -148,11 +153,23 @@ async fn generate(
         prompt_tokens,
         ..Usage::default()
     };
+    let shape = Shape {
+        include_usage: params.include_usage,
+        token_ids: params.return_token_ids,
+    };
     if params.stream {
-        let events = sse_stream(app, header, stream, usage, params.include_usage);
-        return Sse::new(events).into_response();
+        return Sse::new(sse_stream(app, header, stream, usage, shape)).into_response();
     }
-    collect(&app, header, stream, usage).await
+    collect(&app, header, stream, usage, shape).await
+}
+
+/// What a response carries besides text.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// `stream_options.include_usage`: a last chunk with `usage`.
+    include_usage: bool,
+    /// `return_token_ids`: `token_ids` on every choice.
+    token_ids: bool,
 }
 
 /// Waits for every token; dropping this future (a client gone) drops the
@@ -162,17 +179,21 @@ async fn collect(
     header: Header,
     mut stream: RequestStream,
     mut usage: Usage,
+    shape: Shape,
 ) -> Response {
     let mut text = String::new();
+    let mut ids = Vec::new();
     while let Some(event) = stream.next().await {
         match event {
             Event::Admitted { cached_tokens } => usage.cached_tokens = cached_tokens,
             Event::Token(t) => {
                 usage.completion_tokens += 1;
                 text.push_str(&app.codec.decode_token(t));
+                ids.push(t);
             }
             Event::Finished(reason) => {
-                return Json(header.full(&text, reason, usage)).into_response()
+                let ids = shape.token_ids.then_some(ids.as_slice());
+                return Json(header.full(&text, ids, reason, usage)).into_response();
             }
             Event::Failed(message) => return engine_failed(&message),
         }
@@ -191,7 +212,7 @@ struct StreamState {
     header: Header,
     stream: RequestStream,
     usage: Usage,
-    include_usage: bool,
+    shape: Shape,
     done: bool,
 }
 
@@ -207,7 +228,7 @@ fn sse_stream(
     header: Header,
     stream: RequestStream,
     usage: Usage,
-    include_usage: bool,
+    shape: Shape,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let opening = match header.kind {
         Kind::Chat => vec![data(&header.role_chunk())],
@@ -218,7 +239,7 @@ fn sse_stream(
         header,
         stream,
         usage,
-        include_usage,
+        shape,
         done: false,
     };
     let body = stream::unfold(state, |mut s| async move {
@@ -232,12 +253,16 @@ fn sse_stream(
             }
             Some(Event::Token(t)) => {
                 s.usage.completion_tokens += 1;
-                vec![data(&s.header.chunk(&s.app.codec.decode_token(t), None))]
+                let text = s.app.codec.decode_token(t);
+                let token = [t];
+                let ids = s.shape.token_ids.then_some(&token[..]);
+                vec![data(&s.header.chunk(&text, ids, None))]
             }
             Some(Event::Finished(reason)) => {
                 s.done = true;
-                let mut out = vec![data(&s.header.chunk("", Some(reason)))];
-                if s.include_usage {
+                let ids = s.shape.token_ids.then_some(&[][..]);
+                let mut out = vec![data(&s.header.chunk("", ids, Some(reason)))];
+                if s.shape.include_usage {
                     out.push(data(&s.header.usage_chunk(s.usage)));
                 }
                 out.push(Ok(SseEvent::default().data("[DONE]")));

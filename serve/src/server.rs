@@ -1,8 +1,11 @@
 //! Starting, running and stopping the server.
 //!
-//! Contract: [`start`] binds the address (port 0: an ephemeral port, see
-//! [`RunningServer::addr`]), starts the engine loop thread and serves HTTP
-//! on the current tokio runtime. [`RunningServer::shutdown`] drains: new
+//! Contract: [`start`] starts the engine loop thread, binds the address
+//! (port 0: an ephemeral port, see [`RunningServer::addr`]) and serves HTTP
+//! on the current tokio runtime; [`start_with`] does the same with an engine
+//! the loop thread builds first (a real runner, which must stay on the
+//! thread that made it), so a failed build is its error and nothing is
+//! bound. [`RunningServer::shutdown`] drains: new
 //! generation requests get 503 (and `/health` 503) while every request
 //! already submitted finishes; then the listener closes, open connections
 //! end, the engine loop stops and its thread is joined.
@@ -12,11 +15,13 @@
 
 use crate::engine_loop;
 use crate::error::ServeError;
+use crate::handle::EngineLimits;
 use crate::metrics::Metrics;
 use crate::routes::{router, App};
 use crate::text::TextCodec;
 use axum::serve::ListenerExt;
 use engine::{EngineCore, ModelRunner};
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +41,10 @@ pub struct ServerConfig {
     /// time, 0.01 runs 100× faster (for tests).
     pub time_scale: f64,
     pub codec: TextCodec,
+    /// The model's end-of-sequence token: a request without `ignore_eos`
+    /// stops there. `None` (the simulated runner's placeholder tokens):
+    /// every request runs to `max_tokens`.
+    pub eos_token_id: Option<u32>,
 }
 
 impl ServerConfig {
@@ -46,34 +55,60 @@ impl ServerConfig {
             model_name: model_name.to_string(),
             time_scale: 1.0,
             codec: TextCodec::Bytes,
+            eos_token_id: None,
         }
     }
 }
 
 pub struct RunningServer {
     addr: SocketAddr,
+    limits: EngineLimits,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<Result<(), ServeError>>,
 }
 
-/// Binds, starts the engine loop and serves until shut down.
+/// Starts the engine loop on `engine`, binds and serves until shut down.
 pub async fn start<R: ModelRunner + Send + 'static>(
     engine: EngineCore<R>,
     config: ServerConfig,
 ) -> Result<RunningServer, ServeError> {
-    let listener = tokio::net::TcpListener::bind(config.addr)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: config.addr.to_string(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(ServeError::Http)?;
+    start_with(move || Ok::<_, Infallible>(engine), config).await
+}
+
+/// Starts the engine loop thread, which runs `build` and then owns the
+/// engine; once it is built, binds and serves until shut down. A failed
+/// build is returned before anything is bound.
+pub async fn start_with<R, B, E>(
+    build: B,
+    config: ServerConfig,
+) -> Result<RunningServer, ServeError>
+where
+    R: ModelRunner + 'static,
+    B: FnOnce() -> Result<EngineCore<R>, E> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let metrics = Arc::new(Metrics::new(&config.model_name));
-    let (handle, engine_thread) = engine_loop::spawn(engine, config.time_scale, metrics.clone())?;
+    let (handle, engine_thread) =
+        engine_loop::spawn_with(build, config.time_scale, metrics.clone()).await?;
+    let listener = match tokio::net::TcpListener::bind(config.addr).await {
+        Ok(listener) => listener,
+        Err(source) => {
+            // No request can have reached the loop: it stops at once.
+            handle.stop();
+            let _ = tokio::task::spawn_blocking(move || engine_thread.join()).await;
+            return Err(ServeError::Bind {
+                addr: config.addr.to_string(),
+                source,
+            });
+        }
+    };
+    let addr = listener.local_addr().map_err(ServeError::Http)?;
+    let limits = handle.limits.clone();
     let app = Arc::new(App {
         engine: handle.clone(),
         codec: config.codec,
         model: config.model_name,
+        eos_token_id: config.eos_token_id,
         metrics,
     });
     let (shutdown, requested) = oneshot::channel::<()>();
@@ -107,6 +142,7 @@ pub async fn start<R: ModelRunner + Send + 'static>(
     });
     Ok(RunningServer {
         addr,
+        limits,
         shutdown,
         task,
     })
@@ -118,6 +154,11 @@ impl RunningServer {
         self.addr
     }
 
+    /// The engine's context length and KV pool, as built.
+    pub fn engine_limits(&self) -> &EngineLimits {
+        &self.limits
+    }
+
     /// Drains and stops; returns once the engine loop thread has ended.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         // The server task may have ended on its own; its result says why.
@@ -126,15 +167,16 @@ impl RunningServer {
     }
 
     /// Serves until one of `signals` arrives, then drains as [`Self::shutdown`].
-    pub async fn run_until_signal(self, signals: ShutdownSignals) -> Result<(), ServeError> {
+    pub async fn run_until_signal(self, mut signals: ShutdownSignals) -> Result<(), ServeError> {
         let RunningServer {
             addr,
+            limits,
             shutdown,
             mut task,
         } = self;
         tokio::select! {
             result = &mut task => result.map_err(|_| ServeError::EnginePanicked)?,
-            () = signals.wait() => RunningServer { addr, shutdown, task }.shutdown().await,
+            () = signals.wait() => RunningServer { addr, limits, shutdown, task }.shutdown().await,
         }
     }
 }
@@ -163,7 +205,7 @@ impl ShutdownSignals {
         Ok(Self {})
     }
 
-    async fn wait(mut self) {
+    async fn wait(&mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.interrupt.recv() => {}
@@ -177,22 +219,43 @@ impl ShutdownSignals {
     }
 }
 
-/// For a synchronous caller (`exp serve`): builds a tokio runtime, starts the
-/// server, installs the signal handlers, calls `on_ready` with the bound
-/// address, and serves until SIGINT or SIGTERM has drained it.
+/// For a synchronous caller (`exp serve --mode sim`): [`serve_blocking_with`]
+/// on an engine built already.
 pub fn serve_blocking<R: ModelRunner + Send + 'static>(
     engine: EngineCore<R>,
     config: ServerConfig,
-    on_ready: impl FnOnce(SocketAddr),
+    on_ready: impl FnOnce(&RunningServer),
 ) -> Result<(), ServeError> {
+    serve_blocking_with(move || Ok::<_, Infallible>(engine), config, on_ready)
+}
+
+/// For a synchronous caller (`exp serve`): builds a tokio runtime, installs
+/// the signal handlers, starts the server on the engine `build` makes on the
+/// engine loop thread ([`start_with`]), calls `on_ready` once it is bound,
+/// and serves until SIGINT or SIGTERM has drained it.
+pub fn serve_blocking_with<R, B, E>(
+    build: B,
+    config: ServerConfig,
+    on_ready: impl FnOnce(&RunningServer),
+) -> Result<(), ServeError>
+where
+    R: ModelRunner + 'static,
+    B: FnOnce() -> Result<EngineCore<R>, E> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
     runtime.block_on(async move {
-        let signals = ShutdownSignals::install()?;
-        let server = start(engine, config).await?;
-        on_ready(server.addr());
+        let mut signals = ShutdownSignals::install()?;
+        // A build can take a while (a GPU runner's warm-up): a signal then
+        // ends the wait instead of waiting for the build to finish.
+        let server = tokio::select! {
+            server = start_with(build, config) => server?,
+            () = signals.wait() => return Err(ServeError::InterruptedBuild),
+        };
+        on_ready(&server);
         server.run_until_signal(signals).await
     })
 }

@@ -19,6 +19,7 @@ mod real_mode;
 mod router_sweep;
 mod run_output;
 mod serve_process;
+mod serve_real;
 mod shipped_profiles;
 mod sim_server;
 mod subtitles;

@@ -1,5 +1,6 @@
 //! `exp serve` as a process: it prints its address, answers, and exits 0
 //! on SIGINT after draining; bad arguments fail with messages naming them.
+//! The helpers that start it and wait for it serve `serve_real` too.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -9,12 +10,23 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// The `exp` binary cargo built for these tests.
-fn exp_binary() -> &'static Path {
+pub(crate) fn exp_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_exp"))
 }
 
 /// Starts `exp serve ARGS --port 0` and returns it with its address.
-fn spawn_server(args: &[&str]) -> (Child, String) {
+pub(crate) fn spawn_server(args: &[&str]) -> (Child, String) {
+    let (child, line) = spawn_server_line(args);
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (child, addr)
+}
+
+/// Starts `exp serve ARGS --port 0` and returns it with its first line of stdout.
+pub(crate) fn spawn_server_line(args: &[&str]) -> (Child, String) {
     let mut child = Command::new(exp_binary())
         .arg("serve")
         .args(args)
@@ -34,17 +46,12 @@ fn spawn_server(args: &[&str]) -> (Child, String) {
     let line = first
         .recv_timeout(Duration::from_secs(120))
         .unwrap_or_default();
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    (child, addr)
+    (child, line)
 }
 
 /// The exit status; a process still running after 60 s (a drain that never
 /// ends) is killed and the test fails.
-fn wait_bounded(mut child: Child) -> std::process::ExitStatus {
+pub(crate) fn wait_bounded(mut child: Child) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().expect("wait on exp") {
@@ -58,7 +65,7 @@ fn wait_bounded(mut child: Child) -> std::process::ExitStatus {
     }
 }
 
-fn interrupt(child: &Child) {
+pub(crate) fn interrupt(child: &Child) {
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -117,7 +124,8 @@ async fn exp_serve_answers_and_exits_cleanly_on_sigint() {
     assert!(status.success(), "exp serve exited with {status}");
 }
 
-fn failure(args: &[&str]) -> String {
+/// The stderr of `exp serve ARGS --port 0`, which must fail.
+pub(crate) fn failure(args: &[&str]) -> String {
     let out = Command::new(exp_binary())
         .arg("serve")
         .args(args)
@@ -129,9 +137,7 @@ fn failure(args: &[&str]) -> String {
 }
 
 #[test]
-fn real_mode_and_bad_settings_fail_with_messages_naming_them() {
-    let text = failure(&["--mode", "real"]);
-    assert!(text.contains("--mode real is not built yet"), "{text}");
+fn bad_settings_fail_with_messages_naming_them() {
     let text = failure(&["--set", "time_scale=fast"]);
     assert!(text.contains("time_scale"), "{text}");
     let text = failure(&["--set", "time_scale=0"]);
