@@ -15,15 +15,16 @@ use crate::backend::{BackendError, BackendSpec, CostSource, ModelChoice, RunnerK
 use crate::backend::{DEFAULT_GPU, DEFAULT_MODEL};
 use clap::{Args, ValueEnum};
 use engine::EngineConfig;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 pub enum BackendArg {
     Cpu,
     Cuda,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 pub struct CostArgs {
     /// GPU from the datasheet table (sim cost model; a --profile is transferred to it).
     #[arg(long)]
@@ -48,7 +49,7 @@ impl CostArgs {
     }
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 pub struct RunnerArgs {
     /// Real-mode runner (default: cuda; a binary built without --features cuda needs cpu).
     #[arg(long, value_enum)]

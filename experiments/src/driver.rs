@@ -68,6 +68,9 @@ pub struct RunOptions {
     /// Prompts of English words through this tokenizer; random token ids
     /// below each backend's vocabulary when `None`.
     pub prompts: Option<PromptSource>,
+    /// `date_utc` of every `meta.ron` written ([`engine::date::output_date`]
+    /// when the command started; a merge's shards' date).
+    pub date_utc: String,
 }
 
 #[derive(Debug)]
@@ -165,6 +168,40 @@ pub fn evaluate(
     prompts: Option<&PromptSource>,
     bar: &ProgressBar,
 ) -> Result<Evaluation, DriverError> {
+    let conditions = prepare(exp, settings, backend, seed, prompts)?;
+    // Before any condition runs: a run that cannot fit fails now, not when
+    // the kernel kills it.
+    crate::memory::check(exp, &conditions, backend).map_err(Box::new)?;
+    bar.set_length(conditions.len() as u64);
+    let runs = run_conditions(backend, &conditions, bar)?;
+    summarize(exp, settings, conditions, runs)
+}
+
+/// The report of `conditions` from their records (one per condition, in
+/// order), as [`evaluate`] makes it.
+pub fn summarize(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    conditions: Vec<Condition>,
+    runs: Vec<RunRecords>,
+) -> Result<Evaluation, DriverError> {
+    let report = exp.summarize(settings, &conditions, &runs)?;
+    Ok(Evaluation {
+        conditions,
+        runs,
+        report,
+    })
+}
+
+/// `exp`'s conditions for `backend` and `seed`, checked by the backend
+/// ([`Backend::check_conditions`]) but not run.
+pub fn prepare(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backend: &dyn Backend,
+    seed: u64,
+    prompts: Option<&PromptSource>,
+) -> Result<Vec<Condition>, DriverError> {
     let random;
     let prompts = match prompts {
         Some(p) => {
@@ -181,17 +218,7 @@ pub fn evaluate(
     backend
         .check_conditions(&conditions)
         .map_err(DriverError::Unrunnable)?;
-    // Before any condition runs: a run that cannot fit fails now, not when
-    // the kernel kills it.
-    crate::memory::check(exp, &conditions, backend).map_err(Box::new)?;
-    bar.set_length(conditions.len() as u64);
-    let runs = run_conditions(backend, &conditions, bar)?;
-    let report = exp.summarize(settings, &conditions, &runs)?;
-    Ok(Evaluation {
-        conditions,
-        runs,
-        report,
-    })
+    Ok(conditions)
 }
 
 /// Rejects tokenizer prompts with ids the backend's model does not have.
@@ -241,12 +268,7 @@ pub fn write_run(
     exp_dir: &Path,
     seeds: &[u64],
 ) -> Result<RunOutput, DriverError> {
-    let mut files = Vec::new();
-    let mut results = Vec::new();
-    let mut step_errors_pct = Vec::new();
-    let mut infos = Vec::new();
-    // Every mode runs the same scripts, so the first describes the workload.
-    let mut workload = None;
+    let mut written = Written::default();
     for backend in backends {
         let bar = progress::conditions_bar(opts.quiet, exp.name());
         let evaluation = evaluate(
@@ -258,42 +280,94 @@ pub fn write_run(
             &bar,
         )?;
         bar.finish_and_clear();
+        written.add(exp, settings, *backend, opts, &evaluation, exp_dir, seeds)?;
+    }
+    written.finish(exp_dir)
+}
+
+/// [`write_run`] for one backend whose records are already at hand
+/// (`exp merge` of a sharded run): the same files from the same records.
+pub fn write_evaluated(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backend: &dyn Backend,
+    opts: &RunOptions,
+    evaluation: &Evaluation,
+    exp_dir: &Path,
+    seeds: &[u64],
+) -> Result<RunOutput, DriverError> {
+    let mut written = Written::default();
+    written.add(exp, settings, backend, opts, evaluation, exp_dir, seeds)?;
+    written.finish(exp_dir)
+}
+
+/// The modes written so far; every mode runs the same scripts, so the
+/// first describes the workload.
+#[derive(Default)]
+struct Written {
+    files: Vec<PathBuf>,
+    results: Vec<(&'static str, PathBuf, Report)>,
+    step_errors_pct: Vec<f64>,
+    infos: Vec<crate::backend::BackendInfo>,
+    workload: Option<String>,
+}
+
+impl Written {
+    /// One mode's folder from its evaluation.
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        exp: &dyn Experiment,
+        settings: &Settings,
+        backend: &dyn Backend,
+        opts: &RunOptions,
+        evaluation: &Evaluation,
+        exp_dir: &Path,
+        seeds: &[u64],
+    ) -> Result<(), DriverError> {
         if let Some(predictor) = backend.step_predictor() {
-            step_errors_pct.extend(output::step_errors_pct(&evaluation.runs, predictor));
+            let errors = output::step_errors_pct(&evaluation.runs, predictor);
+            self.step_errors_pct.extend(errors);
         }
         let info = backend.info();
         let dir = exp_dir.join(info.mode);
-        workload.get_or_insert_with(|| caption::workload_line(&evaluation.conditions));
-        files.extend(write_mode_files(
-            exp,
-            settings,
-            *backend,
-            opts,
-            &evaluation,
-            &dir,
-            seeds,
-        )?);
-        results.push((info.mode, dir, evaluation.report));
-        infos.push(info);
+        self.workload
+            .get_or_insert_with(|| caption::workload_line(&evaluation.conditions));
+        let mode_files = write_mode_files(exp, settings, backend, opts, evaluation, &dir, seeds)?;
+        self.files.extend(mode_files);
+        self.results
+            .push((info.mode, dir, evaluation.report.clone()));
+        self.infos.push(info);
+        Ok(())
     }
-    let mut compared = None;
-    if let [(_, _, real), (_, _, sim)] = results.as_slice() {
-        let table = compare::compare(&real.summary, &sim.summary, sim.key_columns);
-        write(exp_dir.join("compare.csv"), &table.to_csv(), &mut files)?;
-        compared = Some(table);
+
+    /// `compare.csv` (two modes) and the charts; the run's output.
+    fn finish(mut self, exp_dir: &Path) -> Result<RunOutput, DriverError> {
+        let mut compared = None;
+        if let [(_, _, real), (_, _, sim)] = self.results.as_slice() {
+            let table = compare::compare(&real.summary, &sim.summary, sim.key_columns);
+            write(
+                exp_dir.join("compare.csv"),
+                &table.to_csv(),
+                &mut self.files,
+            )?;
+            compared = Some(table);
+        }
+        let subtitle = caption::subtitle(&self.infos, self.workload.as_deref().unwrap_or(""));
+        self.files
+            .extend(draw_charts(&self.results, exp_dir, &subtitle)?);
+        let (_, dir, report) = self
+            .results
+            .pop()
+            .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
+        Ok(RunOutput {
+            dir,
+            files: self.files,
+            report,
+            compare: compared,
+            step_errors_pct: self.step_errors_pct,
+        })
     }
-    let subtitle = caption::subtitle(&infos, workload.as_deref().unwrap_or(""));
-    files.extend(draw_charts(&results, exp_dir, &subtitle)?);
-    let (_, dir, report) = results
-        .pop()
-        .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
-    Ok(RunOutput {
-        dir,
-        files,
-        report,
-        compare: compared,
-        step_errors_pct,
-    })
 }
 
 /// `summary.csv`, `requests.csv`, `steps.csv` and `meta.ron` of one mode.
@@ -356,7 +430,7 @@ fn write_mode_files(
             })
             .collect(),
         commit: output::git_commit(),
-        date_utc: engine::date::utc_now(),
+        date_utc: opts.date_utc.clone(),
     };
     let meta_text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
         .map_err(|e| DriverError::Meta(e.to_string()))?;

@@ -116,6 +116,10 @@ pub struct PlanInputs {
     pub profile: Option<String>,
     pub out: PathBuf,
     pub quiet: bool,
+    /// `date_utc` of every `meta.ron` the plan writes: when it started, or
+    /// `SOURCE_DATE_EPOCH` ([`engine::date::output_date`]); a merge carries
+    /// its shards' ([`super::merge`]).
+    pub date_utc: String,
     /// Fleet sizing, when a rate to size for was given.
     pub fleet: Option<FleetTarget>,
 }
@@ -243,6 +247,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         profile,
         out: args.out.clone(),
         quiet: args.quiet,
+        date_utc: engine::date::output_date()?,
         fleet,
     })
 }
