@@ -152,6 +152,11 @@ fn progress(quiet: bool) -> ProgressBar {
 pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
     let spec = args.shard.as_deref().map(ShardSpec::parse).transpose()?;
     let inputs = inputs::read(args)?;
+    if let (Some(fleet), false) = (&inputs.fleet, inputs.quiet) {
+        for line in fleet.unpriced_warnings(&inputs.targets) {
+            eprintln!("{line}");
+        }
+    }
     let total = evaluate::grid_points(&inputs).len();
     let indices: Vec<usize> = match spec {
         Some(spec) => spec.units(total, "(GPU, setting) points")?,

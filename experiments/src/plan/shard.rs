@@ -63,7 +63,12 @@ struct Fingerprint<'a> {
     gpus: Vec<(&'a sim::GpuSpec, &'a str)>,
     cb_settings: &'a crate::settings::Settings,
     /// Rate, router, largest fleet, prices.
-    fleet: Option<(f64, &'static str, usize, &'a [super::prices::GpuPrice])>,
+    fleet: Option<(
+        f64,
+        &'static str,
+        usize,
+        &'a [Option<super::prices::GpuPrice>],
+    )>,
 }
 
 /// The resolved inputs, one item a line (RON), and the code's commit:
