@@ -71,6 +71,18 @@ impl<R: ModelRunner> EngineCore<R> {
         self.scheduler.add_request(request)
     }
 
+    /// [`add_request`](Self::add_request) with the prompt's block hashes
+    /// computed elsewhere (a router's cache lookup), used when they follow
+    /// this engine's hashing rule; the run is the same, only faster.
+    pub fn add_request_hashed(
+        &mut self,
+        request: Request,
+        hashes: &crate::kv_cache::PromptHashes,
+    ) -> Result<(), RequestError> {
+        self.check_vocab(&request, &[])?;
+        self.scheduler.add_request_hashed(request, hashes)
+    }
+
     /// Queues a request prefilled on another engine, whose K/V for the
     /// prompt and for all of `outputs` (tokens sampled there) but the last
     /// arrives with it: the decode side of prefill/decode disaggregation

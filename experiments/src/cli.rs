@@ -46,7 +46,7 @@ enum Command {
     Validate(crate::validate::ValidateArgs),
     /// Capacity plan: per GPU, step costs, KV capacity, max request rate under latency targets.
     Plan(crate::plan::PlanArgs),
-    /// Join the shards of `exp plan --shard K/N` into the files of one unsharded plan.
+    /// Join the shards of `exp plan --shard K/N` or `exp run NAME --shard K/N` into the files of one unsharded run.
     Merge(crate::plan::merge::MergeArgs),
     /// OpenAI-compatible HTTP server over the engine (docs/serve.md).
     Serve(crate::serve_cmd::ServeArgs),
@@ -111,6 +111,20 @@ fn show(exp: &dyn Experiment) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// `exp merge`: the shards of a plan or of a run, as the first one says.
+fn merge(args: &crate::plan::merge::MergeArgs) -> anyhow::Result<()> {
+    use crate::shard::{kind_of, ShardKind};
+    let kind = match args.dirs.first() {
+        Some(dir) => kind_of(dir)?,
+        None => ShardKind::Plan,
+    };
+    match kind {
+        ShardKind::Plan => drop(crate::plan::merge::run(args)?),
+        ShardKind::Run => drop(crate::run_shard::merge(args)?),
+    }
+    Ok(())
+}
+
 /// Parses `args` (program name first) and runs the command.
 pub fn run_cli<I, T>(args: I) -> anyhow::Result<()>
 where
@@ -135,7 +149,7 @@ where
         Command::Calibrate(args) => crate::calibrate::run(&args)?,
         Command::Validate(args) => crate::validate::run(&args)?,
         Command::Plan(args) => drop(crate::plan::run(&args)?),
-        Command::Merge(args) => drop(crate::plan::merge::run(&args)?),
+        Command::Merge(args) => merge(&args)?,
         Command::Serve(args) => crate::serve_cmd::run(&args)?,
         Command::TransferCheck(args) => crate::transfer_check::run(&args)?,
         Command::List => write_stdout(&list())?,

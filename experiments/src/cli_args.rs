@@ -15,15 +15,16 @@ use crate::backend::{BackendError, BackendSpec, CostSource, ModelChoice, RunnerK
 use crate::backend::{DEFAULT_GPU, DEFAULT_MODEL};
 use clap::{Args, ValueEnum};
 use engine::EngineConfig;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 pub enum BackendArg {
     Cpu,
     Cuda,
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 pub struct CostArgs {
     /// GPU from the datasheet table (sim cost model; a --profile is transferred to it).
     #[arg(long)]
@@ -38,15 +39,19 @@ pub struct CostArgs {
     /// else the roofline), or the operator model (any Qwen3 size on any
     /// datasheet GPU, with the error its hold-outs measured).
     #[arg(long, value_enum, default_value = "profile")]
+    #[serde(default)]
     pub cost_model: CostModelArg,
     /// Operator profile (written by `exp transfer-check`) instead of the one
     /// built into exp; with --cost-model operators.
     #[arg(long)]
+    #[serde(default)]
     pub operator_profile: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CostModelArg {
+    #[default]
     Profile,
     Operators,
 }
@@ -70,7 +75,7 @@ impl CostArgs {
     }
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 pub struct RunnerArgs {
     /// Real-mode runner (default: cuda; a binary built without --features cuda needs cpu).
     #[arg(long, value_enum)]

@@ -15,13 +15,15 @@
 //! `DIR/NAME/` whole ([`crate::run_dir`]); [`write_run`] and [`commit`] are
 //! its two halves, for callers that add files of their own in between.
 
+mod files;
+
 use crate::backend::{Backend, BackendError, ProgressEvent};
 use crate::catalogue::{Condition, Experiment, ExperimentError, Report};
-use crate::output::{self, ConditionMeta, Meta};
+use crate::progress;
 use crate::run_dir::{RunDirError, StagedRun};
 use crate::settings::Settings;
 use crate::table::Table;
-use crate::{caption, charts, compare, progress};
+use files::Written;
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 use sim::workload::PromptSource;
@@ -68,6 +70,9 @@ pub struct RunOptions {
     /// Prompts of English words through this tokenizer; random token ids
     /// below each backend's vocabulary when `None`.
     pub prompts: Option<PromptSource>,
+    /// `date_utc` of every `meta.ron` written ([`engine::date::output_date`]
+    /// when the command started; a merge's shards' date).
+    pub date_utc: String,
 }
 
 #[derive(Debug)]
@@ -165,6 +170,40 @@ pub fn evaluate(
     prompts: Option<&PromptSource>,
     bar: &ProgressBar,
 ) -> Result<Evaluation, DriverError> {
+    let conditions = prepare(exp, settings, backend, seed, prompts)?;
+    // Before any condition runs: a run that cannot fit fails now, not when
+    // the kernel kills it.
+    crate::memory::check(exp, &conditions, backend).map_err(Box::new)?;
+    bar.set_length(conditions.len() as u64);
+    let runs = run_conditions(backend, &conditions, bar)?;
+    summarize(exp, settings, conditions, runs)
+}
+
+/// The report of `conditions` from their records (one per condition, in
+/// order), as [`evaluate`] makes it.
+pub fn summarize(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    conditions: Vec<Condition>,
+    runs: Vec<RunRecords>,
+) -> Result<Evaluation, DriverError> {
+    let report = exp.summarize(settings, &conditions, &runs)?;
+    Ok(Evaluation {
+        conditions,
+        runs,
+        report,
+    })
+}
+
+/// `exp`'s conditions for `backend` and `seed`, checked by the backend
+/// ([`Backend::check_conditions`]) but not run.
+pub fn prepare(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backend: &dyn Backend,
+    seed: u64,
+    prompts: Option<&PromptSource>,
+) -> Result<Vec<Condition>, DriverError> {
     let random;
     let prompts = match prompts {
         Some(p) => {
@@ -181,17 +220,7 @@ pub fn evaluate(
     backend
         .check_conditions(&conditions)
         .map_err(DriverError::Unrunnable)?;
-    // Before any condition runs: a run that cannot fit fails now, not when
-    // the kernel kills it.
-    crate::memory::check(exp, &conditions, backend).map_err(Box::new)?;
-    bar.set_length(conditions.len() as u64);
-    let runs = run_conditions(backend, &conditions, bar)?;
-    let report = exp.summarize(settings, &conditions, &runs)?;
-    Ok(Evaluation {
-        conditions,
-        runs,
-        report,
-    })
+    Ok(conditions)
 }
 
 /// Rejects tokenizer prompts with ids the backend's model does not have.
@@ -241,12 +270,7 @@ pub fn write_run(
     exp_dir: &Path,
     seeds: &[u64],
 ) -> Result<RunOutput, DriverError> {
-    let mut files = Vec::new();
-    let mut results = Vec::new();
-    let mut step_errors_pct = Vec::new();
-    let mut infos = Vec::new();
-    // Every mode runs the same scripts, so the first describes the workload.
-    let mut workload = None;
+    let mut written = Written::default();
     for backend in backends {
         let bar = progress::conditions_bar(opts.quiet, exp.name());
         let evaluation = evaluate(
@@ -258,144 +282,23 @@ pub fn write_run(
             &bar,
         )?;
         bar.finish_and_clear();
-        if let Some(predictor) = backend.step_predictor() {
-            step_errors_pct.extend(output::step_errors_pct(&evaluation.runs, predictor));
-        }
-        let info = backend.info();
-        let dir = exp_dir.join(info.mode);
-        workload.get_or_insert_with(|| caption::workload_line(&evaluation.conditions));
-        files.extend(write_mode_files(
-            exp,
-            settings,
-            *backend,
-            opts,
-            &evaluation,
-            &dir,
-            seeds,
-        )?);
-        results.push((info.mode, dir, evaluation.report));
-        infos.push(info);
+        written.add(exp, settings, *backend, opts, &evaluation, exp_dir, seeds)?;
     }
-    let mut compared = None;
-    if let [(_, _, real), (_, _, sim)] = results.as_slice() {
-        let table = compare::compare(&real.summary, &sim.summary, sim.key_columns);
-        write(exp_dir.join("compare.csv"), &table.to_csv(), &mut files)?;
-        compared = Some(table);
-    }
-    let subtitle = caption::subtitle(&infos, workload.as_deref().unwrap_or(""));
-    files.extend(draw_charts(&results, exp_dir, &subtitle)?);
-    let (_, dir, report) = results
-        .pop()
-        .ok_or_else(|| DriverError::Meta("no backend to run on".into()))?;
-    Ok(RunOutput {
-        dir,
-        files,
-        report,
-        compare: compared,
-        step_errors_pct,
-    })
+    written.finish(exp_dir)
 }
 
-/// `summary.csv`, `requests.csv`, `steps.csv` and `meta.ron` of one mode.
-fn write_mode_files(
+/// [`write_run`] for one backend whose records are already at hand
+/// (`exp merge` of a sharded run): the same files from the same records.
+pub fn write_evaluated(
     exp: &dyn Experiment,
     settings: &Settings,
     backend: &dyn Backend,
     opts: &RunOptions,
     evaluation: &Evaluation,
-    dir: &Path,
+    exp_dir: &Path,
     seeds: &[u64],
-) -> Result<Vec<PathBuf>, DriverError> {
-    std::fs::create_dir_all(dir).map_err(|error| DriverError::Io {
-        path: dir.to_path_buf(),
-        error,
-    })?;
-    let Evaluation {
-        conditions,
-        runs,
-        report,
-    } = evaluation;
-    let mut files = Vec::new();
-    let labelled: Vec<(String, &RunRecords)> = conditions
-        .iter()
-        .map(|c| c.label.clone())
-        .zip(runs)
-        .collect();
-    write(
-        dir.join("summary.csv"),
-        &report.summary.to_csv(),
-        &mut files,
-    )?;
-    let io_err = |name: &str| {
-        let path = dir.join(name);
-        move |error| DriverError::Io { path, error }
-    };
-    let requests = output::requests_csv(&labelled).map_err(io_err("requests.csv"))?;
-    write(dir.join("requests.csv"), &requests, &mut files)?;
-    // A backend that cannot see the engine's steps writes no steps.csv
-    // (meta.ron says why), rather than a file that looks like an idle engine.
-    if backend.observes_steps() {
-        let steps = output::steps_csv_predicted(&labelled, backend.step_predictor())
-            .map_err(io_err("steps.csv"))?;
-        write(dir.join("steps.csv"), &steps, &mut files)?;
-    }
-    let meta = Meta {
-        experiment: exp.name(),
-        seed: opts.seed,
-        seeds: seeds.to_vec(),
-        settings,
-        backend: backend.info(),
-        conditions: conditions
-            .iter()
-            .map(|c| ConditionMeta {
-                label: c.label.clone(),
-                engine: c.engine.clone(),
-                seed: c.seed,
-                requests: c.script.requests.len(),
-                kv_blocks: backend.kv_blocks(&c.engine),
-            })
-            .collect(),
-        commit: output::git_commit(),
-        date_utc: engine::date::utc_now(),
-    };
-    let meta_text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
-        .map_err(|e| DriverError::Meta(e.to_string()))?;
-    write(dir.join("meta.ron"), &meta_text, &mut files)?;
-    Ok(files)
-}
-
-/// Every chart of the first report, with the series of every mode and
-/// `subtitle` (what ran, see [`caption`]) under each title.
-fn draw_charts(
-    results: &[(&str, PathBuf, Report)],
-    dir: &Path,
-    subtitle: &str,
-) -> Result<Vec<PathBuf>, DriverError> {
-    let mut files = Vec::new();
-    let Some((_, _, first)) = results.first() else {
-        return Ok(files);
-    };
-    for spec in &first.charts {
-        let specs: Vec<(figures::Source, &charts::ChartSpec)> = results
-            .iter()
-            .filter_map(|(mode, _, report)| {
-                let source = if *mode == "real" {
-                    figures::Source::Real
-                } else {
-                    figures::Source::Sim
-                };
-                report
-                    .charts
-                    .iter()
-                    .find(|c| c.stem == spec.stem)
-                    .map(|c| (source, c))
-            })
-            .collect();
-        let drawn = charts::draw(&specs, dir, subtitle).map_err(|e| DriverError::Figure {
-            stem: spec.stem.clone(),
-            message: e.to_string(),
-        })?;
-        files.extend(drawn);
-    }
-    Ok(files)
+) -> Result<RunOutput, DriverError> {
+    let mut written = Written::default();
+    written.add(exp, settings, backend, opts, evaluation, exp_dir, seeds)?;
+    written.finish(exp_dir)
 }

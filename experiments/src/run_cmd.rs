@@ -26,13 +26,15 @@ use crate::cli_args::{CostArgs, RunnerArgs};
 use crate::config_file;
 use crate::driver::{self, evaluate, write_run, RunOptions, RunOutput};
 use crate::run_dir::StagedRun;
+use crate::settings::Settings;
 use crate::table::Table;
 use crate::{progress, seeds};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 pub enum ModeArg {
     Real,
     Sim,
@@ -49,7 +51,7 @@ impl From<ModeArg> for Mode {
     }
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 pub struct RunArgs {
     pub name: String,
     /// sim (the default), real, or both; with --endpoint, real (the default) or both.
@@ -92,6 +94,11 @@ pub struct RunArgs {
     /// formats in docs/traces.md.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Sim mode: run only the K-th of N shares of the experiment's
+    /// conditions (K from 1 to N) and write OUT/NAME/shard.ron; join the
+    /// shards with `exp merge`.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
 }
 
 /// The seeds `--seed S --seeds N` asks for in `mode`.
@@ -115,15 +122,31 @@ fn seed_list(seed: u64, count: u64, mode: Mode) -> anyhow::Result<Vec<u64>> {
     Ok((seed..=last).collect())
 }
 
-/// Runs `args.name` and prints its summary CSV on stdout.
-pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let mode: Mode = match (args.mode, &args.endpoint) {
+/// What `exp run`'s arguments resolve to before anything runs.
+pub struct Resolved {
+    pub exp: &'static dyn Experiment,
+    pub settings: Settings,
+    pub mode: Mode,
+    pub seeds: Vec<u64>,
+    /// Real before sim in `--mode both`.
+    pub backends: Vec<Box<dyn Backend>>,
+    pub opts: RunOptions,
+}
+
+/// The mode `args` ask for: `--mode`, else real with `--endpoint`, else sim.
+pub fn mode_of(args: &RunArgs) -> Mode {
+    match (args.mode, &args.endpoint) {
         (Some(mode), _) => mode.into(),
         (None, Some(_)) => Mode::Real,
         (None, None) => Mode::Sim,
-    };
+    }
+}
+
+/// Reads the settings, cost model, runner and prompts `args` name.
+pub fn resolve(args: &RunArgs) -> anyhow::Result<Resolved> {
+    let mode = mode_of(args);
     let seeds = seed_list(args.seed, args.seeds, mode)?;
-    let exp: &dyn Experiment = find(&args.name)?;
+    let exp: &'static dyn Experiment = find(&args.name)?;
     let mut settings = catalogue::default_settings(exp)?;
     if let Some(path) = &args.config {
         config_file::apply_file(&mut settings, path)?;
@@ -154,7 +177,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         });
     }
     let backends = build_backends(mode, &spec)?;
-    let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
     let prompts = args
         .tokenizer
         .as_ref()
@@ -165,7 +187,33 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         seed: args.seed,
         quiet: args.quiet,
         prompts,
+        date_utc: engine::date::output_date()?,
     };
+    Ok(Resolved {
+        exp,
+        settings,
+        mode,
+        seeds,
+        backends,
+        opts,
+    })
+}
+
+/// Runs `args.name` and prints its summary CSV on stdout (with `--shard`,
+/// runs its share and writes `shard.ron`, [`crate::run_shard`]).
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(spec) = &args.shard {
+        return crate::run_shard::run(args, spec);
+    }
+    let Resolved {
+        exp,
+        settings,
+        seeds,
+        backends,
+        opts,
+        ..
+    } = resolve(args)?;
+    let backends: Vec<&dyn Backend> = backends.iter().map(|b| b.as_ref()).collect();
     let context = || format!("experiment {}", args.name);
     let staged = StagedRun::begin(&opts.out, exp.name()).with_context(context)?;
     let mut output =
@@ -177,9 +225,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .with_context(context)?;
     }
     let output = driver::commit(staged, output).with_context(context)?;
-    if !args.quiet {
-        write_stdout(&printed)?;
-        for backend in &backends {
+    print_run(args.quiet, &printed, &output, &backends)
+}
+
+/// stdout gets `printed`, stderr the expected error of each backend's
+/// figures (where its cost model has one) and the files written, unless `quiet`.
+pub fn print_run(
+    quiet: bool,
+    printed: &str,
+    output: &RunOutput,
+    backends: &[&dyn Backend],
+) -> anyhow::Result<()> {
+    if !quiet {
+        write_stdout(printed)?;
+        for backend in backends {
             if let Some(e) = backend.info().expected_error {
                 eprintln!("{}", expected_error_line(&e));
             }
@@ -211,7 +270,7 @@ pub fn expected_error_line(e: &calibration::operators::profile::ExpectedError) -
 /// `summary_seeds.csv` and `seeds.csv` beside its summary; returns `seeds.csv`.
 fn repeat_seeds(
     exp: &dyn Experiment,
-    settings: &crate::settings::Settings,
+    settings: &Settings,
     backend: &dyn Backend,
     opts: &RunOptions,
     seeds: &[u64],

@@ -201,6 +201,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         quiet: args.quiet,
         prompts: None,
+        date_utc: engine::date::output_date()?,
     };
     let mut table = Table::new(COLUMNS);
     let (mut all_errors, mut failures) = (Vec::new(), Vec::new());

@@ -26,8 +26,9 @@ pub use routers::{
 };
 
 use crate::workload::Arrival;
-use engine::kv_cache::hashing::extend_block_hashes;
-use engine::{EngineCore, ModelRunner, Request};
+use engine::kv_cache::hashing::{extend_block_hashes, BlockHash, PromptHashes};
+use engine::{EngineCore, HashAlgo, ModelRunner, Request};
+use std::cell::RefCell;
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq)]
@@ -86,7 +87,11 @@ impl<'a> Fleet<'a> {
                 kv_blocks_total: e.kv_cache().num_blocks().saturating_sub(1),
             })
             .collect();
-        Self::new(states, Box::new(EnginePrefixes(engines)))
+        let prefixes = EnginePrefixes {
+            engines,
+            memo: RefCell::new(None),
+        };
+        Self::new(states, Box::new(prefixes))
     }
 
     pub fn replicas(&self) -> &[ReplicaState] {
@@ -99,6 +104,12 @@ impl<'a> Fleet<'a> {
         self.prefix.cached_prefix_tokens(replica, request)
     }
 
+    /// The block hashes of `request`'s prompt if the lookups computed them
+    /// (see [`PrefixLookup::take_prompt_hashes`]).
+    pub fn take_prompt_hashes(&self, request: &Request) -> Option<PromptHashes> {
+        self.prefix.take_prompt_hashes(request)
+    }
+
     /// The replica with the fewest outstanding requests, lowest index first.
     pub fn least_outstanding(&self) -> usize {
         argmin_by_key(&self.states, |s| s.outstanding())
@@ -108,17 +119,95 @@ impl<'a> Fleet<'a> {
 /// The cached-prefix query a [`Fleet`] answers from.
 pub trait PrefixLookup {
     fn cached_prefix_tokens(&self, replica: usize, request: &Request) -> usize;
+
+    /// The prompt hashes computed for `request`'s lookups, handed on to the
+    /// engine it is routed to so it need not hash the prompt again.
+    fn take_prompt_hashes(&self, _request: &Request) -> Option<PromptHashes> {
+        None
+    }
 }
 
 /// The prefix caches of real engines.
-struct EnginePrefixes<'a, R: ModelRunner>(&'a [EngineCore<R>]);
+struct EnginePrefixes<'a, R: ModelRunner> {
+    engines: &'a [EngineCore<R>],
+    /// The last request's block hashes: every replica of a fleet usually
+    /// hashes alike, so one request is hashed once, not once per replica.
+    memo: RefCell<Option<HashMemo>>,
+}
+
+/// Block hashes of one request under one hashing rule.
+struct HashMemo {
+    id: u64,
+    prompt_len: usize,
+    salt: Option<String>,
+    algo: HashAlgo,
+    block_size: usize,
+    hashes: Vec<BlockHash>,
+}
 
 impl<R: ModelRunner> PrefixLookup for EnginePrefixes<'_, R> {
     fn cached_prefix_tokens(&self, replica: usize, request: &Request) -> usize {
-        self.0
-            .get(replica)
-            .map_or(0, |e| cached_prefix_tokens(e, request))
+        let Some(engine) = self.engines.get(replica) else {
+            return 0;
+        };
+        let kv = engine.kv_cache();
+        if !kv.prefix_caching() || request.prompt_token_ids.is_empty() {
+            return 0;
+        }
+        let (algo, block_size) = (engine.config().prefix_caching_hash_algo, kv.block_size());
+        let mut memo = self.memo.borrow_mut();
+        let fresh = memo.as_ref().is_some_and(|m| {
+            m.id == request.id.0
+                && m.prompt_len == request.prompt_token_ids.len()
+                && m.salt == request.cache_salt
+                && m.algo == algo
+                && m.block_size == block_size
+        });
+        if !fresh {
+            *memo = Some(HashMemo {
+                id: request.id.0,
+                prompt_len: request.prompt_token_ids.len(),
+                salt: request.cache_salt.clone(),
+                algo,
+                block_size,
+                hashes: admission_hashes(algo, block_size, request),
+            });
+        }
+        memo.as_ref().map_or(0, |m| hit_tokens(engine, &m.hashes))
     }
+
+    fn take_prompt_hashes(&self, request: &Request) -> Option<PromptHashes> {
+        let memo = self.memo.borrow_mut().take()?;
+        let same = memo.id == request.id.0
+            && memo.prompt_len == request.prompt_token_ids.len()
+            && memo.salt == request.cache_salt;
+        same.then_some(PromptHashes {
+            algo: memo.algo,
+            block_size: memo.block_size,
+            hashes: memo.hashes,
+        })
+    }
+}
+
+/// The chained hashes of the prompt blocks admission may find cached: whole
+/// blocks, leaving at least the last prompt token to compute.
+fn admission_hashes(algo: HashAlgo, block_size: usize, request: &Request) -> Vec<BlockHash> {
+    let tokens = &request.prompt_token_ids;
+    let max_blocks = tokens.len().saturating_sub(1) / block_size;
+    let mut hashes = Vec::with_capacity(max_blocks);
+    let salt = request.cache_salt.as_deref();
+    extend_block_hashes(algo, block_size, tokens, salt, &mut hashes, max_blocks);
+    hashes
+}
+
+/// Tokens of the leading `hashes` blocks that `engine`'s cache holds.
+fn hit_tokens<R: ModelRunner>(engine: &EngineCore<R>, hashes: &[BlockHash]) -> usize {
+    let kv = engine.kv_cache();
+    let hit_blocks = hashes
+        .iter()
+        .take_while(|h| kv.pool().cached_block(h).is_some())
+        .count();
+    hit_blocks * kv.block_size()
 }
 
 /// Tokens of `request`'s prompt that `engine`'s prefix cache holds now, as
@@ -126,26 +215,11 @@ impl<R: ModelRunner> PrefixLookup for EnginePrefixes<'_, R> {
 /// the last prompt token to compute. Reads the cache without changing it.
 pub fn cached_prefix_tokens<R: ModelRunner>(engine: &EngineCore<R>, request: &Request) -> usize {
     let kv = engine.kv_cache();
-    let tokens = &request.prompt_token_ids;
-    if !kv.prefix_caching() || tokens.is_empty() {
+    if !kv.prefix_caching() || request.prompt_token_ids.is_empty() {
         return 0;
     }
-    let block_size = kv.block_size();
-    let max_blocks = (tokens.len() - 1) / block_size;
-    let mut hashes = Vec::with_capacity(max_blocks);
-    extend_block_hashes(
-        engine.config().prefix_caching_hash_algo,
-        block_size,
-        tokens,
-        request.cache_salt.as_deref(),
-        &mut hashes,
-        max_blocks,
-    );
-    let hit_blocks = hashes
-        .iter()
-        .take_while(|h| kv.pool().cached_block(h).is_some())
-        .count();
-    hit_blocks * block_size
+    let algo = engine.config().prefix_caching_hash_algo;
+    hit_tokens(engine, &admission_hashes(algo, kv.block_size(), request))
 }
 
 /// Picks the replica of each arriving request.

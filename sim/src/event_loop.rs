@@ -232,8 +232,11 @@ impl LoopState {
         let now = clock.now();
         while let Some(mut a) = self.arrivals.pop_due(now) {
             let id = a.request.id.0;
+            let mut hashes = None;
             if let Some(router) = router.as_deref_mut() {
-                a.engine = router.route(&a, &Fleet::of_engines(engines));
+                let fleet = Fleet::of_engines(engines);
+                a.engine = router.route(&a, &fleet);
+                hashes = fleet.take_prompt_hashes(&a.request);
                 if a.engine >= engines.len() {
                     return Err(RunError::NoSuchEngine {
                         id,
@@ -258,7 +261,10 @@ impl LoopState {
                 finish_s: None,
                 finish_reason: "unfinished".to_string(),
             };
-            engines[a.engine].add_request(a.request)?;
+            match hashes {
+                Some(h) => engines[a.engine].add_request_hashed(a.request, &h)?,
+                None => engines[a.engine].add_request(a.request)?,
+            }
             self.records.requests.push(record);
             self.engine_of.push(a.engine);
             self.free_at[a.engine] = self.free_at[a.engine].max(now);

@@ -64,6 +64,20 @@ impl Hasher for PassThroughHasher {
 /// `BuildHasher` for maps keyed by [`BlockHash`] or its [`BlockHash::key`].
 pub type BlockHashBuilder = BuildHasherDefault<PassThroughHasher>;
 
+/// The chained hashes of a prompt's leading full blocks under one rule,
+/// computed before the request reaches an engine (a router that looked up
+/// every replica's cache). An engine hashing by the same rule takes them
+/// instead of hashing the prompt again; hashes are a function of the rule,
+/// the tokens and the salt, so this changes nothing but the time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptHashes {
+    pub algo: HashAlgo,
+    pub block_size: usize,
+    /// Hashes of blocks 0, 1, ... of the prompt (with its salt), at most
+    /// `prompt_len / block_size` of them.
+    pub hashes: Vec<BlockHash>,
+}
+
 /// Hash of one full block. `parent` is `None` for block 0, whose hash alone
 /// takes the salt.
 pub fn hash_block(

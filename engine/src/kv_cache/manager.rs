@@ -38,6 +38,15 @@ impl SeqBlocks {
         }
     }
 
+    /// Takes a prompt's hashes computed elsewhere ([`super::PromptHashes`])
+    /// when none are computed yet; the caller checked they follow this
+    /// engine's rule and this request's prompt.
+    pub fn seed_hashes(&mut self, hashes: &[BlockHash]) {
+        if self.hashes.is_empty() {
+            self.hashes.extend_from_slice(hashes);
+        }
+    }
+
     /// Block ids holding this request's positions, in order.
     pub fn table(&self) -> &[BlockId] {
         &self.table

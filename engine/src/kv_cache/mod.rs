@@ -16,5 +16,5 @@ pub mod manager;
 pub type BlockId = u32;
 
 pub use block_pool::{BlockPool, NULL_BLOCK};
-pub use hashing::BlockHash;
+pub use hashing::{BlockHash, PromptHashes};
 pub use manager::{KvCacheManager, SeqBlocks};

@@ -123,6 +123,31 @@ impl Scheduler {
         self.queue_request(request).map(|_| ())
     }
 
+    /// [`add_request`](Self::add_request) with the prompt's block hashes
+    /// already computed; they are used only if they follow this engine's
+    /// rule (hash algorithm and block size, prefix caching on) and fit the
+    /// prompt, and are otherwise ignored.
+    pub fn add_request_hashed(
+        &mut self,
+        request: Request,
+        hashes: &crate::kv_cache::PromptHashes,
+    ) -> Result<(), RequestError> {
+        let prompt = request.prompt_token_ids.len();
+        let slot = self.queue_request(request)?;
+        let config = &self.config;
+        let fits = config.enable_prefix_caching
+            && hashes.algo == config.prefix_caching_hash_algo
+            && hashes.block_size == config.block_size
+            && hashes.hashes.len() <= prompt / config.block_size.max(1);
+        if fits {
+            self.requests
+                .at_mut(slot)
+                .blocks
+                .seed_hashes(&hashes.hashes);
+        }
+        Ok(())
+    }
+
     /// [`add_request`](Self::add_request), returning the request's slot.
     fn queue_request(&mut self, request: Request) -> Result<u32, RequestError> {
         let id = request.id;

@@ -17,6 +17,7 @@ mod invariants;
 mod model_loading;
 mod model_memory;
 mod model_presets;
+mod prompt_hashes;
 mod remote_prefill;
 mod requests;
 mod runner_impls;

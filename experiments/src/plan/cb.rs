@@ -23,6 +23,7 @@ pub fn run_cb_sweep(
     out: &Path,
     seed: u64,
     quiet: bool,
+    date_utc: &str,
 ) -> Result<RunOutput, PlanError> {
     let exp = catalogue::find("cb_sweep").ok_or(PlanError::MissingExperiment("cb_sweep"))?;
     let gpu = &target.cost().gpu.name;
@@ -31,6 +32,7 @@ pub fn run_cb_sweep(
         seed,
         quiet,
         prompts: None,
+        date_utc: date_utc.to_string(),
     };
     run_experiment(exp, settings, &[target], &opts).map_err(|error| PlanError::CbSweep {
         gpu: gpu.clone(),

@@ -50,6 +50,8 @@ pub enum PlanError {
     Workload(#[from] sim::WorkloadError),
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Date(#[from] engine::date::DateError),
     #[error("engine settings: {0}")]
     Engine(engine::ConfigError),
     /// The model (`--model`) or its cost model (`--profile`, a shipped
@@ -81,9 +83,10 @@ pub enum PlanError {
     /// Fleet sizing inputs (`--set qps=`, `--trace`, `--router`, ...).
     #[error("fleet sizing: {0}")]
     Fleet(String),
-    #[error("--shard {spec:?}: {message}")]
-    BadShard { spec: String, message: String },
-    /// `exp merge`: shards missing, repeated, or of different plans.
+    /// `--shard`, or shards that are not one complete set.
+    #[error(transparent)]
+    Shard(#[from] crate::shard::ShardError),
+    /// `exp merge`: the shards do not fit the plan's inputs as read now.
     #[error("exp merge: {0}")]
     Merge(String),
 }

@@ -9,7 +9,10 @@
 //! the offered load (rate x the workload's mean output tokens, all of
 //! which a fleet meeting the SLO serves); `usd_per_million_output_tokens`
 //! is `usd_per_hour / (output_tokens_per_s x 3600) x 1e6`. A GPU with no
-//! fleet meeting the SLO has empty fleet cells and a note saying why.
+//! fleet meeting the SLO has empty fleet cells and a note saying why. A GPU
+//! without a price (possible only with `--gpu all`) is sized all the same;
+//! its price cells are empty, its `price_source` is `unpriced: no entry in
+//! FILE`, and the cost figures leave it out.
 //! `fleet_search.csv` has one row per (GPU, setting) with every probe.
 
 use super::error::PlanError;
@@ -71,7 +74,8 @@ pub struct FleetRow {
     pub ttft_p99_ms: Option<f64>,
     pub itl_p99_ms: Option<f64>,
     pub requests_per_run: Option<usize>,
-    pub usd_per_gpu_hour: f64,
+    /// `None`: the GPU has no price (`--gpu all`).
+    pub usd_per_gpu_hour: Option<f64>,
     pub usd_per_hour: Option<f64>,
     pub output_tokens_per_s: f64,
     pub usd_per_million_output_tokens: Option<f64>,
@@ -109,9 +113,11 @@ pub fn fleet_rows(inputs: &PlanInputs, fleet: &FleetTarget, plans: &[GpuPlan]) -
         .map(|(plan, price)| {
             let found = chosen(plan);
             let at = found.and_then(|(_, f)| f.at_min());
+            let usd_per_gpu_hour = price.as_ref().map(|p| p.usd_per_gpu_hour);
             let usd_per_hour = found
                 .and_then(|(_, f)| f.replicas)
-                .map(|n| n as f64 * price.usd_per_gpu_hour);
+                .zip(usd_per_gpu_hour)
+                .map(|(n, usd)| n as f64 * usd);
             FleetRow {
                 gpu: plan.row.gpu.clone(),
                 qps: fleet.goal.rate,
@@ -123,12 +129,15 @@ pub fn fleet_rows(inputs: &PlanInputs, fleet: &FleetTarget, plans: &[GpuPlan]) -
                 ttft_p99_ms: at.map(|p| p.point.ttft_p99_ms),
                 itl_p99_ms: at.and_then(|p| p.point.itl_p99_ms),
                 requests_per_run: at.map(|p| p.requests),
-                usd_per_gpu_hour: price.usd_per_gpu_hour,
+                usd_per_gpu_hour,
                 usd_per_hour,
                 output_tokens_per_s: tokens_per_s,
                 usd_per_million_output_tokens: usd_per_hour
                     .map(|usd| usd / (tokens_per_s * 3600.0) * 1e6),
-                price_source: format!("{}, {}", price.source, price.month),
+                price_source: match price {
+                    Some(p) => format!("{}, {}", p.source, p.month),
+                    None => format!("unpriced: no entry in {}", fleet.prices_file),
+                },
                 note: found.is_none().then(|| no_fleet_note(plan)),
             }
         })
@@ -150,7 +159,8 @@ pub fn fleet_table(rows: &[FleetRow]) -> Table {
             Cell::num(r.itl_p99_ms),
             r.requests_per_run.map_or(Cell::Empty, Cell::int),
             // Prices are listed to the hundredth of a cent.
-            Cell::text(format!("{:.4}", r.usd_per_gpu_hour)),
+            r.usd_per_gpu_hour
+                .map_or(Cell::Empty, |usd| Cell::text(format!("{usd:.4}"))),
             Cell::num(r.usd_per_hour),
             Cell::num(Some(r.output_tokens_per_s)),
             Cell::num(r.usd_per_million_output_tokens),
@@ -297,14 +307,18 @@ pub fn assumptions(fleet: &FleetTarget, inputs: &PlanInputs) -> String {
         .targets
         .iter()
         .zip(&fleet.prices)
-        .map(|(t, p)| {
-            format!(
+        .map(|(t, p)| match p {
+            Some(p) => format!(
                 "  {}: ${:.4} per GPU-hour ({}, as listed in {})",
                 t.cost().gpu.name,
                 p.usd_per_gpu_hour,
                 p.source,
                 p.month
-            )
+            ),
+            None => format!(
+                "  {}: no price in the table (sized, not priced)",
+                t.cost().gpu.name
+            ),
         })
         .collect();
     format!(
@@ -337,7 +351,8 @@ pub struct FleetMeta<'a> {
     router: &'static str,
     max_replicas: usize,
     prices_file: &'a str,
-    prices: &'a [GpuPrice],
+    /// The prices found (GPUs without one are left out).
+    prices: Vec<&'a GpuPrice>,
     fleets: Vec<FleetRow>,
 }
 
@@ -348,7 +363,7 @@ pub fn meta<'a>(inputs: &PlanInputs, fleet: &'a FleetTarget, plans: &[GpuPlan]) 
         router: fleet.goal.router.name(),
         max_replicas: fleet.goal.max_replicas,
         prices_file: &fleet.prices_file,
-        prices: &fleet.prices,
+        prices: fleet.priced(),
         fleets: fleet_rows(inputs, fleet, plans),
     }
 }
@@ -386,3 +401,6 @@ pub fn write_all(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

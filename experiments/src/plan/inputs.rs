@@ -93,9 +93,35 @@ pub struct FleetTarget {
     pub goal: FleetGoal,
     /// How the rate was chosen, in words.
     pub rate_source: String,
-    /// One price per target GPU, in the targets' order.
-    pub prices: Vec<GpuPrice>,
+    /// One price per target GPU, in the targets' order; `None` for a GPU
+    /// that `--gpu all` brought in and the table has no price for (its
+    /// fleet is sized, not priced).
+    pub prices: Vec<Option<GpuPrice>>,
     pub prices_file: String,
+}
+
+impl FleetTarget {
+    /// The prices found, in the targets' order.
+    pub fn priced(&self) -> Vec<&GpuPrice> {
+        self.prices.iter().flatten().collect()
+    }
+
+    /// One warning line per GPU without a price.
+    pub fn unpriced_warnings(&self, targets: &[crate::backend::SimBackend]) -> Vec<String> {
+        targets
+            .iter()
+            .zip(&self.prices)
+            .filter(|(_, p)| p.is_none())
+            .map(|(t, _)| {
+                format!(
+                    "warning: no list price for GPU {} in {}: its fleet is sized but not priced \
+                     (fleet_plan.csv: price_source `unpriced`); add an entry to price it",
+                    t.cost().gpu.name,
+                    self.prices_file
+                )
+            })
+            .collect()
+    }
 }
 
 /// Everything a plan needs, checked.
@@ -116,6 +142,10 @@ pub struct PlanInputs {
     pub profile: Option<String>,
     pub out: PathBuf,
     pub quiet: bool,
+    /// `date_utc` of every `meta.ron` the plan writes: when it started, or
+    /// `SOURCE_DATE_EPOCH` ([`engine::date::output_date`]); a merge carries
+    /// its shards' ([`super::merge`]).
+    pub date_utc: String,
     /// Fleet sizing, when a rate to size for was given.
     pub fleet: Option<FleetTarget>,
 }
@@ -243,6 +273,7 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         profile,
         out: args.out.clone(),
         quiet: args.quiet,
+        date_utc: engine::date::output_date()?,
         fleet,
     })
 }
@@ -316,9 +347,19 @@ fn fleet_target(
         Some(path) => PriceTable::load(path)?,
         None => PriceTable::default_table()?,
     };
+    // `--gpu all` asks for every GPU the datasheet has, priced or not; a GPU
+    // named on purpose must have a price.
+    let every_gpu = args.gpu.as_deref().map(str::trim) == Some("all");
     let prices = targets
         .iter()
-        .map(|t| table.price_of(&t.cost().gpu.name).cloned())
+        .map(|t| {
+            let gpu = &t.cost().gpu.name;
+            match table.price_of(gpu) {
+                Ok(price) => Ok(Some(price.clone())),
+                Err(_) if every_gpu => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
         .collect::<Result<_, _>>()?;
     Ok(Some(FleetTarget {
         goal: FleetGoal {

@@ -36,7 +36,8 @@
 //! `--shard K/N` searches only the K-th share of the (GPU, setting) grid
 //! and writes `DIR/shard.ron` ([`shard`]); `exp merge` ([`merge`]) joins
 //! the N shards into the files above, the same bytes as one unsharded run
-//! but for `date_utc` in `meta.ron`.
+//! (`date_utc` in `meta.ron` is when the first shard started, or
+//! `SOURCE_DATE_EPOCH`).
 //!
 //! An SLO no setting can meet gives `max_qps_under_slo` 0 and a note saying
 //! why, not an error; bad input (GPU, SLO, workload, settings, prices, shard
@@ -64,8 +65,8 @@ pub use evaluate::{GpuPlan, PlanRow};
 
 use crate::backend::DEFAULT_MODEL;
 use crate::driver::RunOutput;
+use crate::shard::{ShardFile, ShardKind, ShardSpec, SHARD_FORMAT};
 use indicatif::{ProgressBar, ProgressStyle};
-use shard::{ShardFile, ShardSpec};
 use std::path::PathBuf;
 
 /// Arguments of `exp plan`.
@@ -151,9 +152,14 @@ fn progress(quiet: bool) -> ProgressBar {
 pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
     let spec = args.shard.as_deref().map(ShardSpec::parse).transpose()?;
     let inputs = inputs::read(args)?;
+    if let (Some(fleet), false) = (&inputs.fleet, inputs.quiet) {
+        for line in fleet.unpriced_warnings(&inputs.targets) {
+            eprintln!("{line}");
+        }
+    }
     let total = evaluate::grid_points(&inputs).len();
     let indices: Vec<usize> = match spec {
-        Some(spec) => spec.points(total)?,
+        Some(spec) => spec.units(total, "(GPU, setting) points")?,
         None => (0..total).collect(),
     };
     let unit = evaluate::unit_arrivals(&inputs)?;
@@ -164,14 +170,16 @@ pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanError> {
         return complete(&inputs, &unit, points);
     };
     let file = ShardFile {
-        format: shard::SHARD_FORMAT,
+        format: SHARD_FORMAT,
+        kind: ShardKind::Plan,
         shard: spec,
         args: shard::shared_args(args),
         fingerprint: shard::fingerprint(&inputs)?,
-        grid_points: total,
-        points,
+        units: total,
+        date_utc: inputs.date_utc.clone(),
+        results: points,
     };
-    let path = shard::write(&inputs.out, &file)?;
+    let path = crate::shard::write(&inputs.out, &file)?;
     if !inputs.quiet {
         println!(
             "shard {spec}: {} of {total} grid points searched; wrote {} (join the shards with \
@@ -206,6 +214,7 @@ pub fn complete(
             &inputs.out,
             inputs.method.seed,
             inputs.quiet,
+            &inputs.date_utc,
         )?;
         files.extend(run.files.iter().cloned());
         cb_sweeps.push(run);

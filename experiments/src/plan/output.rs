@@ -18,7 +18,6 @@ use crate::backend::CostBasis;
 use crate::charts::{self, ChartSpec};
 use crate::output::git_commit;
 use crate::table::{Cell, Table};
-use engine::date::utc_now;
 use engine::EngineConfig;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -372,7 +371,7 @@ pub fn write_all(
             .as_ref()
             .map(|f| super::fleet_output::meta(inputs, f, plans)),
         commit: git_commit(),
-        date_utc: utc_now(),
+        date_utc: inputs.date_utc.clone(),
     };
     let text = ron::ser::to_string_pretty(&meta, ron::ser::PrettyConfig::default())
         .map_err(|e| PlanError::Meta(e.to_string()))?;

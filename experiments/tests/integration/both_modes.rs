@@ -54,6 +54,7 @@ fn two_backends_write_both_folders_and_compare_csv() {
         seed: 3,
         quiet: true,
         prompts: None,
+        date_utc: "2026-12-04T00:00:00Z".into(),
     };
     run_experiment(exp, &settings, &[&real, sim.as_ref()], &opts).expect("both modes run");
     let dir = out.join("prefix_cache");

@@ -18,6 +18,7 @@ mod plan_steady;
 mod real_mode;
 mod router_sweep;
 mod run_output;
+mod run_shard;
 mod serve_process;
 mod serve_real;
 mod shipped_profiles;

@@ -154,10 +154,12 @@ fn a_gpu_without_a_price_names_the_gpu_and_the_file() {
     let msg = error_of(&plan_args(
         o,
         &workload,
-        &["--gpu", "h200-sxm", "--set", "qps=5"],
+        &["--gpu", "rtx-4070-laptop", "--set", "qps=5"],
     ));
     assert!(
-        msg.contains("h200-sxm") && msg.contains("gpu_prices.ron") && msg.contains("--prices"),
+        msg.contains("rtx-4070-laptop")
+            && msg.contains("gpu_prices.ron")
+            && msg.contains("--prices"),
         "{msg}"
     );
     // A user table pricing it works, and its price is the one used.
@@ -174,6 +176,48 @@ fn a_gpu_without_a_price_names_the_gpu_and_the_file() {
     let (header, rows) = common::csv_rows(&text);
     assert_eq!(cell(&header, &rows[0], "usd_per_gpu_hour"), "10.0000");
     assert!(cell(&header, &rows[0], "price_source").contains("test, 2026-12"));
+}
+
+#[test]
+fn gpu_all_sizes_unpriced_gpus_with_a_warning_instead_of_failing() {
+    let out = scratch("plan_fleet_all");
+    let args = experiments::plan::PlanArgs {
+        gpu: Some("all".into()),
+        gpu_file: None,
+        model: "qwen3-0.6b".into(),
+        profile: None,
+        profiles_dir: None,
+        workload: Some(short_workload(&out).into()),
+        trace: None,
+        router: None,
+        prices: None,
+        shard: None,
+        slo: None,
+        out: out.clone(),
+        seed: 0,
+        set: vec!["qps=5".into()],
+        cb_set: Vec::new(),
+        quiet: true,
+    };
+    let inputs = experiments::plan::inputs::read(&args).expect("every GPU, priced or not");
+    let fleet = inputs.fleet.as_ref().expect("a fleet is sized");
+    let unpriced: Vec<&str> = inputs
+        .targets
+        .iter()
+        .zip(&fleet.prices)
+        .filter(|(_, p)| p.is_none())
+        .map(|(t, _)| t.cost().gpu.name.as_str())
+        .collect();
+    assert_eq!(unpriced, ["rtx-4070-laptop", "rtx-4060-laptop"]);
+    let warnings = fleet.unpriced_warnings(&inputs.targets);
+    assert_eq!(warnings.len(), 2);
+    assert!(
+        warnings[0].starts_with("warning: no list price for GPU rtx-4070-laptop")
+            && warnings[0].contains("gpu_prices.ron")
+            && warnings[0].contains("unpriced"),
+        "{warnings:?}"
+    );
+    assert!(fleet.prices.iter().flatten().any(|p| p.gpu == "h200-sxm"));
 }
 
 #[test]

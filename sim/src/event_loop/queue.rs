@@ -3,7 +3,7 @@
 
 use crate::workload::Arrival;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 struct Pending<T> {
     time: f64,
@@ -32,7 +32,14 @@ impl<T> Ord for Pending<T> {
 }
 
 /// Items due at given times, earliest first, ties in insertion order.
+///
+/// Items pushed in time order (an open loop's or a trace's arrivals, all
+/// known at the start) go to a queue in that order, O(1) each; only an item
+/// earlier than the last one queued goes to a heap. Popping takes the
+/// earlier head of the two by (time, insertion order), so the order is the
+/// same as one heap's.
 pub(crate) struct TimedQueue<T> {
+    in_order: VecDeque<Pending<T>>,
     heap: BinaryHeap<Reverse<Pending<T>>>,
     next_seq: u64,
 }
@@ -40,6 +47,7 @@ pub(crate) struct TimedQueue<T> {
 impl<T> Default for TimedQueue<T> {
     fn default() -> Self {
         Self {
+            in_order: VecDeque::new(),
             heap: BinaryHeap::new(),
             next_seq: 0,
         }
@@ -50,19 +58,42 @@ impl<T> TimedQueue<T> {
     pub(crate) fn push_at(&mut self, time: f64, item: T) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Reverse(Pending { time, seq, item }));
+        let pending = Pending { time, seq, item };
+        match self.in_order.back() {
+            Some(last) if time.total_cmp(&last.time) == Ordering::Less => {
+                self.heap.push(Reverse(pending))
+            }
+            _ => self.in_order.push_back(pending),
+        }
+    }
+
+    /// Whether the earliest item is the in-order queue's head (else the heap's).
+    fn head_in_order(&self) -> Option<bool> {
+        match (self.in_order.front(), self.heap.peek()) {
+            (None, None) => None,
+            (Some(_), None) => Some(true),
+            (None, Some(_)) => Some(false),
+            (Some(a), Some(b)) => Some(a < &b.0),
+        }
     }
 
     pub(crate) fn next_time(&self) -> Option<f64> {
-        self.heap.peek().map(|p| p.0.time)
+        if self.head_in_order()? {
+            self.in_order.front().map(|p| p.time)
+        } else {
+            self.heap.peek().map(|p| p.0.time)
+        }
     }
 
     /// The earliest item if it is due at or before `now`.
     pub(crate) fn pop_due(&mut self, now: f64) -> Option<T> {
-        if self.next_time()? <= now {
-            self.heap.pop().map(|p| p.0.item)
+        if self.next_time()? > now {
+            return None;
+        }
+        if self.head_in_order()? {
+            self.in_order.pop_front().map(|p| p.item)
         } else {
-            None
+            self.heap.pop().map(|p| p.0.item)
         }
     }
 }
@@ -150,6 +181,36 @@ mod tests {
         assert_eq!(ids, vec![1, 2]);
         assert_eq!(q.pop_due(2.0).map(|a| a.request.id.0), Some(0));
         assert_eq!(q.next_time(), None);
+    }
+
+    proptest::proptest! {
+        /// Pushes and pops in any order give what a list ordered by
+        /// (time, insertion) gives.
+        #[test]
+        fn pops_in_time_then_insertion_order(
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u8..8), 0..60)
+        ) {
+            let mut q = TimedQueue::default();
+            let mut model: Vec<(u8, usize)> = Vec::new();
+            for (i, &(push, t)) in ops.iter().enumerate() {
+                if push {
+                    q.push_at(f64::from(t), i);
+                    model.push((t, i));
+                    continue;
+                }
+                model.sort();
+                let expected = match model.first() {
+                    Some(&(time, id)) if time <= t => {
+                        model.remove(0);
+                        Some(id)
+                    }
+                    _ => None,
+                };
+                proptest::prop_assert_eq!(q.pop_due(f64::from(t)), expected);
+                let next = model.iter().min().map(|&(time, _)| f64::from(time));
+                proptest::prop_assert_eq!(q.next_time(), next);
+            }
+        }
     }
 
     #[test]

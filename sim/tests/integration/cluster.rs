@@ -366,3 +366,23 @@ fn routing_ignores_the_engine_the_workload_named() {
     assert_eq!(run.records.requests.len(), 12);
     assert!(run.replica_of.iter().all(|&r| r < 2));
 }
+
+/// A small prefix-aware fleet under cache pressure (15 salted prefixes, 3
+/// replicas holding about 3 each): its request and step records and
+/// placements, byte for byte as recorded before the routers' prompt hashes
+/// were memoised and handed to the engines and before the arrival queue
+/// took in-order arrivals aside.
+#[test]
+fn a_small_prefix_aware_fleet_keeps_its_recorded_records() {
+    let mut workload = multi_tenant(90, 60.0, 5);
+    let run = routed(3, 400, "prefix-aware", &mut workload);
+    let mut text = csv_of(&run.records);
+    sim::records::write_steps_csv(&mut text, &run.records.steps).expect("csv");
+    let placements: Vec<String> = run.replica_of.iter().map(usize::to_string).collect();
+    text.extend_from_slice(format!("{}\n", placements.join(",")).as_bytes());
+    let recorded = include_bytes!("../data/golden/prefix_aware_fleet.txt");
+    assert!(
+        text == recorded,
+        "the fleet's records changed (compare with tests/data/golden/prefix_aware_fleet.txt)"
+    );
+}

@@ -82,3 +82,63 @@ pub fn tiny_cpu_profile() -> &'static str {
         p
     })
 }
+
+/// The date every reproducibility test pins with `SOURCE_DATE_EPOCH`:
+/// 2026-12-04T00:00:00Z.
+pub const EPOCH: &str = "1796342400";
+
+/// Runs the `exp` binary with `args` and `SOURCE_DATE_EPOCH` = `epoch`
+/// (unset for `None`), in its own process so the variable reaches no other
+/// test; Ok(stdout) on success, Err(stderr) on failure.
+pub fn exp_with_epoch(args: &[&str], epoch: Option<&str>) -> Result<String, String> {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_exp"));
+    command.args(args);
+    match epoch {
+        Some(value) => command.env("SOURCE_DATE_EPOCH", value),
+        None => command.env_remove("SOURCE_DATE_EPOCH"),
+    };
+    let out = command.output().expect("exp runs");
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    if out.status.success() {
+        Ok(text(out.stdout))
+    } else {
+        Err(text(out.stderr))
+    }
+}
+
+/// Every file under `dir`, by path relative to it, with its bytes.
+pub fn file_tree(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    fn walk(
+        root: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut std::collections::BTreeMap<std::path::PathBuf, Vec<u8>>,
+    ) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.insert(path.strip_prefix(root).unwrap().to_path_buf(), bytes);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Asserts `a` and `b` hold the same files with the same bytes.
+pub fn assert_same_files(a: &std::path::Path, b: &std::path::Path) {
+    let (ta, tb) = (file_tree(a), file_tree(b));
+    assert_eq!(
+        ta.keys().collect::<Vec<_>>(),
+        tb.keys().collect::<Vec<_>>(),
+        "same files in {} and {}",
+        a.display(),
+        b.display()
+    );
+    for (path, bytes) in &ta {
+        assert!(bytes == &tb[path], "{} differs", path.display());
+    }
+}
