@@ -248,10 +248,25 @@ impl OperatorProfile {
                 .copied()
                 .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
             {
-                let keep =
-                    |e: &HeldOutError| e.sm_count == nearest && member.is_none_or(|m| e.model == m);
-                decode += self.worst("sm_count", keep, "decode");
-                prefill += self.worst("sm_count", keep, "prefill");
+                // The size's own slice, else every size's (the larger sizes
+                // were not measured on slices).
+                let own = |e: &HeldOutError| {
+                    e.sm_count == nearest && member.is_some_and(|m| e.model == m)
+                };
+                let any = |e: &HeldOutError| e.sm_count == nearest;
+                let has_own = self
+                    .held_out
+                    .iter()
+                    .any(|e| e.held_out == "sm_count" && own(e));
+                let slice = |kind| {
+                    if has_own {
+                        self.worst("sm_count", own, kind)
+                    } else {
+                        self.worst("sm_count", any, kind)
+                    }
+                };
+                decode += slice("decode");
+                prefill += slice("prefill");
                 basis.push_str(&format!(
                     ", plus the fit on the whole {} predicting its {nearest}-SM slices",
                     self.gpu

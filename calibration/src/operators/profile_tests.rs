@@ -92,6 +92,14 @@ fn another_gpu_adds_the_nearest_slice_and_says_what_was_never_held_out() {
     // An H100 is a Hopper as the H200 is.
     let h100 = p.expected_error(Some("qwen3-8b"), &f[1].1, &gpu("h100-sxm"), &f);
     assert!(h100.off_ground.is_empty(), "{:?}", h100.off_ground);
+    // A size never run on a slice takes every size's error there: without
+    // 0.6b's own slice rows, its 12 % on the whole GPU plus the 64-SM slice's
+    // worst over the other sizes (8b's 9 %).
+    let mut q = profile();
+    q.held_out
+        .retain(|e| !(e.held_out == "sm_count" && e.model == "qwen3-0.6b"));
+    let e = q.expected_error(Some("qwen3-0.6b"), &f[0].1, &gpu("l4"), &f);
+    assert_eq!(e.decode_pct, 12.0 + 9.0);
 }
 
 #[test]
