@@ -21,7 +21,7 @@ pub mod runner;
 pub mod shipped;
 mod sim_backend;
 
-pub use cost::{cost_for, CostBasis, CostSource, ProfileLookup, ResolvedCost};
+pub use cost::{cost_for, operator_cost, CostBasis, CostSource, ProfileLookup, ResolvedCost};
 pub use endpoint::{EndpointBackend, EndpointSpec};
 pub use model::{LoadedModel, ModelChoice};
 pub use real::RealBackend;

@@ -50,6 +50,9 @@ pub struct PlanRow {
     /// Why `max_qps_under_slo` is 0, when it is; that the best setting sits
     /// at the edge of the grid, or is not at steady state, when it does.
     pub note: Option<String>,
+    /// The error the cost model's hold-outs measured for such predictions
+    /// (the operator model only).
+    pub expected_error: Option<calibration::operators::profile::ExpectedError>,
 }
 
 /// Everything found for one GPU.
@@ -294,6 +297,7 @@ fn row(inputs: &PlanInputs, target: &SimBackend, results: &[SettingResult]) -> P
         requests_per_run: best.map(|b| b.requests),
         steady_state: best.map(|b| b.steady),
         note,
+        expected_error: cost.expected_error.clone(),
     }
 }
 

@@ -88,6 +88,17 @@ pub struct PlanArgs {
     /// Folder of profiles searched instead of the ones built into exp (ignored with --profile).
     #[arg(long)]
     pub profiles_dir: Option<PathBuf>,
+    /// What prices the steps: a calibrated profile (else the roofline), or the
+    /// operator model, with the error its hold-outs measured (plan.csv's
+    /// expected_error_* columns).
+    #[arg(long, value_enum, default_value = "profile")]
+    #[serde(default)]
+    pub cost_model: crate::cli_args::CostModelArg,
+    /// Operator profile (written by `exp transfer-check`) instead of the one
+    /// built into exp; with --cost-model operators.
+    #[arg(long)]
+    #[serde(default)]
+    pub operator_profile: Option<PathBuf>,
     /// Workload: .ron description or .csv/.jsonl trace (default: Poisson, 512-token prompts, 128 outputs).
     #[arg(long, conflicts_with = "trace")]
     pub workload: Option<PathBuf>,

@@ -36,6 +36,10 @@ pub const PLAN_COLUMNS: &[&str] = &[
     "requests_per_run",
     "steady_state",
     "note",
+    "expected_error_decode_pct",
+    "expected_error_prefill_pct",
+    "expected_error_qps_pct",
+    "off_measured_ground",
 ];
 
 const SEARCH_COLUMNS: &[&str] = &[
@@ -80,6 +84,13 @@ pub fn plan_table(plans: &[GpuPlan]) -> Table {
             r.requests_per_run.map_or(Cell::Empty, Cell::int),
             Cell::text(r.steady_state.map_or("", |s| s.word())),
             Cell::text(r.note.clone().unwrap_or_default()),
+        ]);
+        let e = r.expected_error.as_ref();
+        row.extend([
+            Cell::num(e.map(|e| e.decode_pct)),
+            Cell::num(e.map(|e| e.prefill_pct)),
+            Cell::num(e.map(|e| e.step_pct())),
+            Cell::text(e.map(|e| e.off_ground.join("; ")).unwrap_or_default()),
         ]);
         t.push(row);
     }
@@ -204,6 +215,22 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
     let _ = writeln!(s, "\nCost model per GPU:");
     for p in plans {
         let _ = writeln!(s, "  {}: {}", p.row.gpu, p.target.cost().description);
+        if let Some(e) = &p.row.expected_error {
+            let _ = writeln!(
+                s,
+                "    expected error (held out): decode step {:.2} ms \u{b1}{:.0} %, prefill \
+                 {:.0} tok/s \u{b1}{:.0} %, max QPS under the SLO {:.2} \u{b1}{:.0} %",
+                p.row.decode_step_ms[0],
+                e.decode_pct,
+                p.row.prefill_tok_s_3200,
+                e.prefill_pct,
+                p.row.max_qps_under_slo,
+                e.step_pct()
+            );
+            for note in &e.off_ground {
+                let _ = writeln!(s, "    off the measured ground: {note}");
+            }
+        }
     }
     if plans.iter().any(|p| p.target.cost().is_transferred()) {
         let _ = writeln!(

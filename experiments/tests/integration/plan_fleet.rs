@@ -187,6 +187,8 @@ fn gpu_all_sizes_unpriced_gpus_with_a_warning_instead_of_failing() {
         model: "qwen3-0.6b".into(),
         profile: None,
         profiles_dir: None,
+        cost_model: Default::default(),
+        operator_profile: None,
         workload: Some(short_workload(&out).into()),
         trace: None,
         router: None,
