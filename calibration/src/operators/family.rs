@@ -101,6 +101,74 @@ pub fn batch_of(kind: &str, batch: usize, tokens: usize) -> Option<BatchShape> {
     })
 }
 
+/// A row of a measurement CSV that names a model preset and an SM count.
+pub trait MeasuredRow: serde::de::DeserializeOwned {
+    fn model(&self) -> &str;
+    fn sm_count(&self) -> u32;
+}
+
+/// One row of a measurement CSV with what every such file shares checked:
+/// the model is a preset and its SM count a measured H200 slice.
+pub struct CheckedRow<T> {
+    pub row: T,
+    pub config: Qwen3Config,
+    pub gpu: GpuSpec,
+    path: String,
+    line: u64,
+}
+
+impl<T> CheckedRow<T> {
+    /// The error for `field` of this row's line.
+    pub fn field(&self, field: &'static str, message: String) -> FamilyError {
+        FamilyError::Field {
+            path: self.path.clone(),
+            line: self.line,
+            field,
+            message,
+        }
+    }
+}
+
+/// Every row of `path` (measured on `whole`, the H200), checked; the first
+/// bad row is an error naming its line and field.
+pub fn read_checked<T: MeasuredRow>(
+    path: &Path,
+    whole: &GpuSpec,
+) -> Result<Vec<CheckedRow<T>>, FamilyError> {
+    let p = path.display().to_string();
+    let csv_err = |source| FamilyError::Csv {
+        path: p.clone(),
+        source,
+    };
+    let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+    let mut out = Vec::new();
+    for (i, rec) in reader.deserialize::<T>().enumerate() {
+        let row = rec.map_err(csv_err)?;
+        let line = i as u64 + 2;
+        let field = |field, message: String| FamilyError::Field {
+            path: p.clone(),
+            line,
+            field,
+            message,
+        };
+        let config = Qwen3Config::preset(row.model()).map_err(|e| field("model", e.to_string()))?;
+        let gpu = h200_slice(whole, row.sm_count()).ok_or_else(|| {
+            field(
+                "sm_count",
+                format!("no measured copy bandwidth for {} SMs", row.sm_count()),
+            )
+        })?;
+        out.push(CheckedRow {
+            row,
+            config,
+            gpu,
+            path: p.clone(),
+            line,
+        });
+    }
+    Ok(out)
+}
+
 #[derive(serde::Deserialize)]
 struct Row {
     model: String,
@@ -111,46 +179,33 @@ struct Row {
     ms_median: f64,
 }
 
+impl MeasuredRow for Row {
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+}
+
 /// Reads an engine_family CSV measured on `whole` (the H200).
 pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<FamilyPoint>, FamilyError> {
-    let p = path.display().to_string();
-    let mut reader = csv::Reader::from_path(path).map_err(|source| FamilyError::Csv {
-        path: p.clone(),
-        source,
-    })?;
     let mut out = Vec::new();
-    for rec in reader.deserialize::<Row>() {
-        let row = rec.map_err(|source| FamilyError::Csv {
-            path: p.clone(),
-            source,
-        })?;
-        let line = out.len() as u64 + 2;
-        let field = |field, message: String| FamilyError::Field {
-            path: p.clone(),
-            line,
-            field,
-            message,
-        };
-        let config = Qwen3Config::preset(&row.model).map_err(|e| field("model", e.to_string()))?;
-        let gpu = h200_slice(whole, row.sm_count).ok_or_else(|| {
-            field(
-                "sm_count",
-                format!("no measured copy bandwidth for {} SMs", row.sm_count),
-            )
-        })?;
+    for c in read_checked::<Row>(path, whole)? {
+        let row = &c.row;
         let step = batch_of(&row.kind, row.batch, row.tokens)
-            .ok_or_else(|| field("kind", format!("{:?} is not decode or prefill", row.kind)))?;
+            .ok_or_else(|| c.field("kind", format!("{:?} is not decode or prefill", row.kind)))?;
         if !(row.ms_median.is_finite() && row.ms_median > 0.0) {
-            return Err(field(
+            return Err(c.field(
                 "ms_median",
                 format!("{} is not a positive time", row.ms_median),
             ));
         }
         out.push(FamilyPoint {
-            model: row.model,
-            shape: ModelShape::from_qwen3(&config),
-            gpu,
-            kind: row.kind,
+            model: row.model.clone(),
+            shape: ModelShape::from_qwen3(&c.config),
+            gpu: c.gpu.clone(),
+            kind: row.kind.clone(),
             batch: row.batch,
             tokens: row.tokens,
             step,
@@ -158,4 +213,50 @@ pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<FamilyPoint>, FamilyErro
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_row_names_its_file_line_and_field() {
+        let whole = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
+        let dir = std::env::temp_dir().join(format!("family-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let header = "model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit\n";
+        let path = dir.join("family.csv");
+        std::fs::write(
+            &path,
+            format!(
+                "{header}qwen3-0.6b,132,decode,64,300,1.55,1,d,c\n\
+                 qwen3-0.6b,132,mixed,64,300,1.55,1,d,c\n"
+            ),
+        )
+        .expect("write");
+        let text = read(&path, &whole)
+            .expect_err("mixed is no kind")
+            .to_string();
+        assert!(
+            text.contains("family.csv:3") && text.contains("`kind`"),
+            "{text}"
+        );
+        std::fs::write(
+            &path,
+            format!("{header}qwen3-9b,132,decode,64,300,1.55,1,d,c\n"),
+        )
+        .expect("write");
+        let text = read(&path, &whole).expect_err("no such preset").to_string();
+        assert!(
+            text.contains("family.csv:2") && text.contains("`model`"),
+            "{text}"
+        );
+        std::fs::write(
+            &path,
+            format!("{header}qwen3-0.6b,132,decode,64,300,1.55,1,d,c\n"),
+        )
+        .expect("write");
+        let pts = read(&path, &whole).expect("reads");
+        assert_eq!((pts[0].step.seqs.len(), pts[0].gpu.sm_count), (64, 132));
+    }
 }

@@ -13,9 +13,8 @@
 //! products of up to 64 rows only, so prefill GEMMs are those the model
 //! prices. A row that does not parse is an error naming its line and field.
 
-use super::family::{batch_of, h200_slice, FamilyError};
+use super::family::{batch_of, read_checked, CheckedRow, FamilyError, MeasuredRow};
 use super::StepTime;
-use engine::model::Qwen3Config;
 use engine::BatchShape;
 use sim::{GpuSpec, ModelShape};
 use std::collections::HashMap;
@@ -107,65 +106,49 @@ struct Row {
     ms_median: f64,
 }
 
+impl MeasuredRow for Row {
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+}
+
 /// Reads a groups CSV measured on `whole` (the H200).
 pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GroupPoint>, FamilyError> {
-    let p = path.display().to_string();
-    let csv_err = |source| FamilyError::Csv {
-        path: p.clone(),
-        source,
-    };
-    let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
-    // (model, sm_count, case) -> variant -> ms, in file order of first sight.
-    let mut order: Vec<(String, u32, String)> = Vec::new();
+    // (model, sm_count, case) -> variant -> ms, in file order of first sight,
+    // with the first checked row of each case for its shape and slice.
+    let mut order: Vec<((String, u32, String), CheckedRow<Row>)> = Vec::new();
     let mut times: HashMap<(String, u32, String), HashMap<String, f64>> = HashMap::new();
-    for (i, rec) in reader.deserialize::<Row>().enumerate() {
-        let row = rec.map_err(csv_err)?;
-        let line = i as u64 + 2;
-        let field = |field, message: String| FamilyError::Field {
-            path: p.clone(),
-            line,
-            field,
-            message,
-        };
-        Qwen3Config::preset(&row.model).map_err(|e| field("model", e.to_string()))?;
-        h200_slice(whole, row.sm_count).ok_or_else(|| {
-            field(
-                "sm_count",
-                format!("no measured copy bandwidth for {} SMs", row.sm_count),
-            )
-        })?;
+    for c in read_checked::<Row>(path, whole)? {
+        let row = &c.row;
         case_batch(&row.case)
-            .ok_or_else(|| field("case", format!("{:?} is not decodeN or prefillN", row.case)))?;
+            .ok_or_else(|| c.field("case", format!("{:?} is not decodeN or prefillN", row.case)))?;
         if !(row.ms_median.is_finite() && row.ms_median >= 0.0) {
-            return Err(field(
-                "ms_median",
-                format!("{} is not a time", row.ms_median),
-            ));
+            return Err(c.field("ms_median", format!("{} is not a time", row.ms_median)));
         }
-        let key = (row.model, row.sm_count, row.case);
-        if !times.contains_key(&key) {
-            order.push(key.clone());
-        }
+        let key = (row.model.clone(), row.sm_count, row.case.clone());
         times
-            .entry(key)
+            .entry(key.clone())
             .or_default()
-            .insert(row.variant, row.ms_median * 1e-3);
+            .insert(row.variant.clone(), row.ms_median * 1e-3);
+        if !order.iter().any(|(k, _)| *k == key) {
+            order.push((key, c));
+        }
     }
     let mut out = Vec::new();
-    for key in order {
+    for (key, first) in order {
         let variants = &times[&key];
         let Some(&full) = variants.get("full") else {
             continue;
         };
-        let (model, sm_count, case) = key;
-        // Checked above: the preset, the slice and the case exist.
-        let (Ok(config), Some(gpu), Some(step)) = (
-            Qwen3Config::preset(&model),
-            h200_slice(whole, sm_count),
-            case_batch(&case),
-        ) else {
+        let (model, _, case) = key;
+        // Checked above: the case parses.
+        let Some(step) = case_batch(&case) else {
             continue;
         };
+        let (config, gpu) = (&first.config, &first.gpu);
         for group in Group::ALL {
             if group == Group::Gemms && !case.starts_with("prefill") {
                 continue;
@@ -176,7 +159,7 @@ pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GroupPoint>, FamilyError
             if cost >= MIN_SHARE * full {
                 out.push(GroupPoint {
                     model: model.clone(),
-                    shape: ModelShape::from_qwen3(&config),
+                    shape: ModelShape::from_qwen3(config),
                     gpu: gpu.clone(),
                     case: case.clone(),
                     step: step.clone(),

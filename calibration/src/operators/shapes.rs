@@ -9,9 +9,8 @@
 //! 132-SM GPU; single products on few tiles can. A row that does not parse is
 //! an error naming its line and field.
 
-use super::family::{h200_slice, FamilyError};
+use super::family::{read_checked, FamilyError, MeasuredRow};
 use super::gemm::{Gemm, GemmKernel};
-use engine::model::Qwen3Config;
 use sim::GpuSpec;
 use std::path::Path;
 
@@ -51,47 +50,33 @@ struct Row {
     best_lt_us: f64,
 }
 
+impl MeasuredRow for Row {
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+}
+
 /// Reads a gemm_shapes CSV measured on `whole` (the H200).
 pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GemmPoint>, FamilyError> {
-    let p = path.display().to_string();
-    let csv_err = |source| FamilyError::Csv {
-        path: p.clone(),
-        source,
-    };
-    let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
     let mut out = Vec::new();
-    for (i, rec) in reader.deserialize::<Row>().enumerate() {
-        let row = rec.map_err(csv_err)?;
-        let line = i as u64 + 2;
-        let field = |field, message: String| FamilyError::Field {
-            path: p.clone(),
-            line,
-            field,
-            message,
-        };
-        Qwen3Config::preset(&row.model).map_err(|e| field("model", e.to_string()))?;
-        let gpu = h200_slice(whole, row.sm_count).ok_or_else(|| {
-            field(
-                "sm_count",
-                format!("no measured copy bandwidth for {} SMs", row.sm_count),
-            )
-        })?;
+    for c in read_checked::<Row>(path, whole)? {
+        let row = &c.row;
         if row.m == 0 || row.n == 0 || row.k == 0 {
-            return Err(field(
-                "m",
-                format!("{}x{}x{} has no work", row.m, row.n, row.k),
-            ));
+            return Err(c.field("m", format!("{}x{}x{} has no work", row.m, row.n, row.k)));
         }
         if row.splits == 0 {
-            return Err(field("splits", "0 slices; at least 1".into()));
+            return Err(c.field("splits", "0 slices; at least 1".into()));
         }
         let us = row.gemm_ex_us.min(row.best_lt_us);
         if !(us.is_finite() && us > 0.0) {
-            return Err(field("gemm_ex_us", format!("{us} is not a positive time")));
+            return Err(c.field("gemm_ex_us", format!("{us} is not a positive time")));
         }
         out.push(GemmPoint {
-            model: row.model,
-            gpu,
+            model: row.model.clone(),
+            gpu: c.gpu.clone(),
             gemm: Gemm {
                 m: row.m,
                 n: row.n,

@@ -366,23 +366,18 @@ pub fn resolve(source: &CostSource, model: &LoadedModel) -> Result<ResolvedCost,
     }
 }
 
-/// The Qwen3 presets the operator model's hold-outs cover, with their shapes.
+/// The Qwen3 family presets (the operator model's hold-outs cover them), with
+/// their shapes.
 fn family() -> Vec<(String, ModelShape)> {
-    [
-        "qwen3-0.6b",
-        "qwen3-1.7b",
-        "qwen3-4b",
-        "qwen3-8b",
-        "qwen3-14b",
-        "qwen3-32b",
-    ]
-    .iter()
-    .filter_map(|m| {
-        engine::model::Qwen3Config::preset(m)
-            .ok()
-            .map(|c| (m.to_string(), ModelShape::from_qwen3(&c)))
-    })
-    .collect()
+    engine::model::PRESETS
+        .iter()
+        .filter(|m| m.starts_with("qwen3-"))
+        .filter_map(|m| {
+            engine::model::Qwen3Config::preset(m)
+                .ok()
+                .map(|c| (m.to_string(), ModelShape::from_qwen3(&c)))
+        })
+        .collect()
 }
 
 /// The operator model of `shape` on `target`, from `file` or the shipped
