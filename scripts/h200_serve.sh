@@ -13,8 +13,10 @@
 #               "max_num_seqs:concurrency ..." (default "256:16 256:64")
 #   BUDGET_S    wall-clock budget of the whole run (default 530); each step's
 #               timeout is its own cap or what is left of the budget
-#   CALIBRATE_TIMEOUT_S  cap of `exp calibrate --endpoint` (default 240; the
-#               CPU stand-in needs more)
+#   CALIBRATE_TIMEOUT_S  cap of `exp calibrate --endpoint` (default 240: its
+#               121 probes took 21 s of decode probes and ~20 s of prefill
+#               probes beside a pace stream on the H200; the CPU stand-in
+#               needs more)
 #   CB_SETS     extra `--set k=v` arguments for every cb_sweep run (default
 #               none: the catalogue's conditions)
 # A CPU stand-in runs every step the same way:
@@ -204,6 +206,7 @@ if [[ -n $URL ]]; then
         "${CB_SETS[@]}" --out "$W/endpoint" --quiet && C_CB=0 || true
     step c_prefix_cache 60 "$EXP" run prefix_cache --endpoint "$URL" --model "$MODEL" \
         --out "$W/endpoint" --quiet && C_PC=0 || true
+    # openai_load.py's default --processes: one client process per 16 streams.
     for cond in $LOAD_CONDITIONS; do
         m=${cond%%:*} c=${cond##*:}
         step "d_load_m${m}_c${c}" 60 "$PYTHON" "$SCRIPTS/openai_load.py" --url "$URL" \

@@ -66,7 +66,9 @@ import csv
 import io
 import json
 import math
+import multiprocessing
 import os
+import queue
 import random
 import sys
 import time
@@ -74,6 +76,10 @@ import time
 WARMUP_PROMPT = 32
 WARMUP_OUTPUTS = 4
 REQUESTS_PER_CLIENT = 2
+# Streams one process's event loop drives at most by default: at ~600 tokens/s
+# a stream, 64 streams in one loop give ~40k SSE chunks/s, which one Python
+# process cannot parse without delaying them (ITL and TTFT read high).
+STREAMS_PER_PROCESS = 16
 
 CLOSED_COLUMNS = [
     "max_num_seqs", "concurrency", "throughput_tok_s", "ttft_median_ms", "ttft_p99_ms",
@@ -308,7 +314,7 @@ def poisson_arrivals(n, rate, rng):
 class Client:
     """Sends requests and keeps their records; times are seconds since `start`."""
 
-    def __init__(self, session, url, model, salt, max_in_flight, vocab, rng):
+    def __init__(self, session, url, model, salt, max_in_flight, vocab, rng, start):
         self.session = session
         self.url = url.rstrip("/")
         if self.url.endswith("/v1"):
@@ -320,7 +326,7 @@ class Client:
         self.rng = rng
         self.records = []
         self.next_id = 0
-        self.start = time.perf_counter()
+        self.start = start
 
     def now(self):
         return time.perf_counter() - self.start
@@ -365,15 +371,59 @@ class Client:
         return record
 
 
-async def served_model(session, url):
-    async with session.get(url.rstrip("/").removesuffix("/v1") + "/v1/models") as resp:
-        listed = await resp.json()
+async def served_model(url):
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url.rstrip("/").removesuffix("/v1") + "/v1/models") as resp:
+            listed = await resp.json()
     return listed["data"][0]["id"]
 
 
-async def closed_loop(client, args):
-    warm = await client.request("warmup", WARMUP_PROMPT, WARMUP_OUTPUTS, 0.0)
-    due = warm.finish
+def split(n, parts):
+    """n split into `parts` shares as even as possible (the first ones larger)."""
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+def default_processes(concurrency, max_num_seqs):
+    """One process per STREAMS_PER_PROCESS streams that can be in flight at once."""
+    return max(1, math.ceil(min(concurrency, max_num_seqs) / STREAMS_PER_PROCESS))
+
+
+class LocalSync:
+    """The rendezvous of a load played by one process: nothing to wait for."""
+    index = 0
+
+    async def latest(self, value):
+        return value
+
+
+class ProcessSync:
+    """Rendezvous of the load's processes: each round every process posts a time
+    (seconds since the shared start) and all continue with the latest."""
+
+    def __init__(self, index, processes, barrier, slots):
+        self.index, self.processes = index, processes
+        self.barrier, self.slots = barrier, slots
+        self.round = 0
+
+    async def latest(self, value):
+        base = self.round * self.processes
+        self.slots[base + self.index] = value
+        self.round += 1
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.barrier.wait)
+        return max(self.slots[base:base + self.processes])
+
+
+async def closed_loop(client, args, share, sync):
+    """This process's `share` of the clients; the batches start together on all."""
+    ready = await sync.latest(client.now())
+    warm_finish = 0.0
+    if sync.index == 0:
+        warm = await client.request("warmup", WARMUP_PROMPT, WARMUP_OUTPUTS, ready)
+        warm_finish = warm.finish
+    due = await sync.latest(warm_finish)
 
     async def one_client(tag, due):
         last = None
@@ -383,36 +433,114 @@ async def closed_loop(client, args):
         return last
 
     for b in range(args.batches):
-        lasts = await asyncio.gather(
-            *[one_client("batch%d" % b, due) for _ in range(args.concurrency)])
-        due = max(r.finish for r in lasts)
-    return CLOSED_COLUMNS, summarize_closed(client.records, args.batches, args.concurrency,
-                                            args.max_num_seqs)
+        lasts = await asyncio.gather(*[one_client("batch%d" % b, due) for _ in range(share)])
+        due = await sync.latest(max((r.finish for r in lasts), default=due))
 
 
-async def poisson(client, args):
-    warm = await client.request("warmup", WARMUP_PROMPT, WARMUP_OUTPUTS, 0.0)
-    gaps = poisson_arrivals(args.requests, args.rate, client.rng)
-    tags = ["skip" if i < args.skip else "mix" for i in range(args.requests)]
+async def poisson(client, args, gaps, sync):
+    """This process's arrivals `gaps` (seconds after the warm-up finished)."""
+    ready = await sync.latest(client.now())
+    warm_finish = 0.0
+    if sync.index == 0:
+        warm = await client.request("warmup", WARMUP_PROMPT, WARMUP_OUTPUTS, ready)
+        warm_finish = warm.finish
+    start = await sync.latest(warm_finish)
     await asyncio.gather(*[client.request(tag, args.prompt_tokens, args.output_tokens,
-                                          warm.finish + t) for tag, t in zip(tags, gaps)])
-    return POISSON_COLUMNS, summarize_poisson(client.records, args.rate)
+                                          start + t) for tag, t in gaps])
 
 
-async def run(args):
+async def run_part(args, part, sync):
+    """One process's part of the load; its records."""
     import aiohttp  # only the network part needs it; the rest is testable without
 
     timeout = aiohttp.ClientTimeout(total=None, sock_read=args.timeout_s)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        model = args.model or await served_model(session, args.url)
-        salt = None if args.no_cache_salt else (
-            args.cache_salt or "openai_load-%x-%d" % (time.time_ns(), os.getpid()))
-        client = Client(session, args.url, model, salt, args.max_num_seqs, args.vocab,
-                        random.Random(args.seed))
-        pattern = closed_loop if args.pattern == "closed" else poisson
-        columns, row = await pattern(client, args)
-    return columns, row, client.records
+        client = Client(session, args.url, part["model"], part["salt"], part["cap"], args.vocab,
+                        random.Random(args.seed * 1009 + sync.index), part["start"])
+        if args.pattern == "closed":
+            await closed_loop(client, args, part["clients"], sync)
+        else:
+            await poisson(client, args, part["gaps"], sync)
+    return client.records
+
+
+def _worker(args, part, index, processes, barrier, slots, results):
+    sync = ProcessSync(index, processes, barrier, slots)
+    try:
+        results.put((index, asyncio.run(run_part(args, part, sync)), None))
+    except BaseException as e:  # the parent reports it; the others must not wait on us
+        barrier.abort()
+        results.put((index, [], "%s: %s" % (type(e).__name__, e)))
+
+
+def parts(args, model, salt, start):
+    """Each process's clients (closed) or arrivals (poisson) and in-flight cap."""
+    n = args.processes
+    caps = split(args.max_num_seqs, n)
+    out = [{"model": model, "salt": salt, "start": start, "cap": cap} for cap in caps]
+    if args.pattern == "closed":
+        for part, clients in zip(out, split(args.concurrency, n)):
+            part["clients"] = clients
+    else:
+        gaps = poisson_arrivals(args.requests, args.rate, random.Random(args.seed))
+        tagged = [("skip" if i < args.skip else "mix", t) for i, t in enumerate(gaps)]
+        for i, part in enumerate(out):
+            part["gaps"] = tagged[i::n]
+    return out
+
+
+def merge(per_process):
+    """Every process's records, numbered by arrival (ties: process, then local order)."""
+    keyed = [(r.arrival, p, r.id, r) for p, records in enumerate(per_process) for r in records]
+    merged = [r for *_, r in sorted(keyed, key=lambda k: k[:3])]
+    for i, r in enumerate(merged):
+        r.id = i
+    return merged
+
+
+def run_load(args):
+    """Plays the load on args.processes processes; (columns, summary row, records)."""
+    model = args.model or asyncio.run(served_model(args.url))
+    salt = None if args.no_cache_salt else (
+        args.cache_salt or "openai_load-%x-%d" % (time.time_ns(), os.getpid()))
+    start = time.perf_counter()
+    shares = parts(args, model, salt, start)
+    if args.processes == 1:
+        per_process = [asyncio.run(run_part(args, shares[0], LocalSync()))]
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(args.processes)
+        slots = ctx.Array("d", args.processes * (args.batches + 2), lock=False)
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_worker, args=(args, part, i, args.processes, barrier,
+                                                   slots, results))
+                 for i, part in enumerate(shares)]
+        for proc in procs:
+            proc.start()
+        got = {}
+        while len(got) < len(procs):
+            try:
+                i, records, error = results.get(timeout=1.0)
+                got[i] = (records, error)
+            except queue.Empty:
+                dead = [i for i, proc in enumerate(procs) if i not in got and
+                        proc.exitcode is not None]
+                if dead:  # died before it could report: free the others' barrier
+                    barrier.abort()
+                    for i in dead:
+                        got[i] = ([], "exited with status %s" % procs[i].exitcode)
+        for proc in procs:
+            proc.join()
+        errors = ["process %d: %s" % (i, e) for i, (_, e) in sorted(got.items()) if e]
+        if errors:
+            raise RuntimeError("; ".join(errors))
+        per_process = [got[i][0] for i in range(args.processes)]
+    records = merge(per_process)
+    if args.pattern == "closed":
+        row = summarize_closed(records, args.batches, args.concurrency, args.max_num_seqs)
+        return CLOSED_COLUMNS, row, records
+    return POISSON_COLUMNS, summarize_poisson(records, args.rate), records
 
 
 def parse_args(argv):
@@ -435,11 +563,19 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-salt", help="cache_salt of every request (default: unique to the run)")
     p.add_argument("--no-cache-salt", action="store_true", help="send no cache_salt")
+    p.add_argument("--processes", type=int,
+                   help="client processes sharing the load (default: one per %d streams that "
+                        "can be in flight, ceil(min(concurrency, max-num-seqs) / %d))"
+                        % (STREAMS_PER_PROCESS, STREAMS_PER_PROCESS))
     p.add_argument("--timeout-s", type=float, default=300.0,
                    help="longest silence on a stream before it fails")
     p.add_argument("--out", help="also write the summary row here (CSV)")
     p.add_argument("--requests-out", help="write every request's times here (CSV, ms)")
     args = p.parse_args(argv)
+    if args.processes is None:
+        args.processes = default_processes(
+            args.concurrency if args.pattern == "closed" else args.max_num_seqs,
+            args.max_num_seqs)
     checks = [
         (args.concurrency >= 1, "--concurrency must be at least 1"),
         (args.batches >= 2, "--batches must be at least 2 (the first is a warm-up)"),
@@ -449,6 +585,10 @@ def parse_args(argv):
         (args.prompt_tokens >= 1 and args.output_tokens >= 1,
          "--prompt-tokens and --output-tokens must be at least 1"),
         (args.vocab >= 1, "--vocab must be at least 1"),
+        (1 <= args.processes <= args.max_num_seqs,
+         "--processes must be at least 1 and at most --max-num-seqs (each needs a place)"),
+        (args.pattern != "closed" or args.processes <= args.concurrency,
+         "--processes must be at most --concurrency (each needs a client)"),
         (not (args.no_cache_salt and args.cache_salt), "--cache-salt or --no-cache-salt, not both"),
     ]
     for ok, message in checks:
@@ -460,7 +600,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
-    columns, row, records = asyncio.run(run(args))
+    columns, row, records = run_load(args)
     text = csv_text(columns, [row])
     sys.stdout.write(text)
     if args.out:
@@ -469,7 +609,8 @@ def main(argv=None):
     if args.requests_out:
         with open(args.requests_out, "w") as f:
             f.write(csv_text(REQUEST_COLUMNS, requests_rows(records)))
-    print("%d requests in %.1f s" % (len(records), time.perf_counter() - started),
+    print("%d requests in %.1f s on %d processes" % (
+        len(records), time.perf_counter() - started, args.processes),
           file=sys.stderr)
 
 

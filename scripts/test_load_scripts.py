@@ -121,13 +121,44 @@ class Summaries(unittest.TestCase):
 class Arguments(unittest.TestCase):
     def test_impossible_loads_are_refused(self):
         for argv in (["--batches", "1"], ["--concurrency", "0"], ["--rate", "0"],
-                     ["--requests", "5", "--skip", "5"], ["--cache-salt", "a", "--no-cache-salt"]):
+                     ["--requests", "5", "--skip", "5"], ["--cache-salt", "a", "--no-cache-salt"],
+                     ["--processes", "0"], ["--processes", "3", "--max-num-seqs", "2"],
+                     ["--processes", "5", "--concurrency", "4"]):
             with self.assertRaises(SystemExit), open(os.devnull, "w") as null:
                 stderr, sys.stderr = sys.stderr, null
                 try:
                     load.parse_args(["--url", "http://x"] + argv)
                 finally:
                     sys.stderr = stderr
+
+
+class Processes(unittest.TestCase):
+    def test_shares_are_even_and_cover_the_whole(self):
+        self.assertEqual(load.split(7, 3), [3, 2, 2])
+        self.assertEqual(load.split(256, 4), [64, 64, 64, 64])
+        self.assertEqual(sum(load.split(5, 5)), 5)
+
+    def test_the_default_gives_a_process_at_most_16_streams_in_flight(self):
+        self.assertEqual(load.default_processes(16, 256), 1)
+        self.assertEqual(load.default_processes(64, 256), 4)
+        self.assertEqual(load.default_processes(17, 256), 2)
+        self.assertEqual(load.default_processes(64, 1), 1)
+        args = load.parse_args(["--url", "http://x", "--concurrency", "64"])
+        self.assertEqual(args.processes, 4)
+
+    def test_records_merge_numbered_by_arrival(self):
+        def rec(rid, arrival):
+            return load.Record(rid, "batch1", arrival, [arrival + 0.1], arrival + 0.2, 0, 1)
+        merged = load.merge([[rec(0, 0.5), rec(1, 0.1)], [rec(0, 0.3)]])
+        self.assertEqual([r.arrival for r in merged], [0.1, 0.3, 0.5])
+        self.assertEqual([r.id for r in merged], [0, 1, 2])
+
+    def test_poisson_arrivals_are_dealt_round_robin(self):
+        args = load.parse_args(["--url", "http://x", "--pattern", "poisson", "--requests", "6",
+                                "--skip", "2", "--processes", "2"])
+        shares = load.parts(args, "m", None, 0.0)
+        self.assertEqual([len(p["gaps"]) for p in shares], [3, 3])
+        self.assertEqual([tag for tag, _ in shares[0]["gaps"]], ["skip", "mix", "mix"])
 
 
 def write(text):
@@ -216,9 +247,10 @@ class LoadOverHttp(unittest.TestCase):
             args = load.parse_args(["--url", url, "--concurrency", "3", "--batches", "3",
                                     "--max-num-seqs", "2", "--prompt-tokens", "7",
                                     "--output-tokens", "5", "--vocab", "50"])
-            columns, row, records = load.asyncio.run(load.run(args))
+            columns, row, records = load.run_load(args)
         finally:
             server.shutdown()
+            server.server_close()
         bodies = StubServer.bodies
         self.assertEqual(len(bodies), 1 + 3 * 2 * 3)
         self.assertEqual(len(records), len(bodies))
@@ -237,6 +269,36 @@ class LoadOverHttp(unittest.TestCase):
         self.assertTrue(all(len(r.token_times) == r.max_tokens for r in records))
         self.assertGreater(row["itl_median_ms"], 1.0)
         self.assertFalse(math.isnan(row["throughput_tok_s"]))
+
+    def test_processes_share_the_clients_and_the_cap_and_start_batches_together(self):
+        StubServer.bodies, StubServer.peak = [], 0
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StubServer)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = "http://127.0.0.1:%d" % server.server_address[1]
+        try:
+            args = load.parse_args(["--url", url, "--concurrency", "4", "--batches", "3",
+                                    "--max-num-seqs", "3", "--prompt-tokens", "7",
+                                    "--output-tokens", "5", "--vocab", "50",
+                                    "--processes", "2"])
+            columns, row, records = load.run_load(args)
+        finally:
+            server.shutdown()
+            server.server_close()
+        self.assertEqual(len(StubServer.bodies), 1 + 4 * 2 * 3)
+        self.assertEqual(len({b["cache_salt"] for b in StubServer.bodies}), 1)
+        self.assertLessEqual(StubServer.peak, 3, "the shares of --max-num-seqs add up to it")
+        self.assertEqual(sorted(r.id for r in records), list(range(len(records))))
+        self.assertEqual(sum(r.tag == "warmup" for r in records), 1)
+        for b in range(3):
+            batch = [r for r in records if r.tag == "batch%d" % b]
+            self.assertEqual(len(batch), 8)
+            if b:
+                previous = [r for r in records if r.tag == "batch%d" % (b - 1)]
+                self.assertGreaterEqual(min(r.arrival for r in batch),
+                                        max(r.finish for r in previous) - 1e-9,
+                                        "a batch starts once all of the last one finished")
+        self.assertEqual((row["concurrency"], row["measured_batches"]), (4, 2))
+        self.assertTrue(all(len(r.token_times) == r.max_tokens for r in records))
 
 
 if __name__ == "__main__":
