@@ -56,10 +56,21 @@ pub enum CostModelArg {
     Operators,
 }
 
+impl CostModelArg {
+    /// Whether the operator model prices the steps: asked for, or implied by
+    /// naming an operator profile.
+    pub fn is_operators(self, operator_profile: Option<&std::path::Path>) -> bool {
+        self == Self::Operators || operator_profile.is_some()
+    }
+}
+
 impl CostArgs {
     pub fn source(&self) -> CostSource {
         let gpu = || self.gpu.clone().unwrap_or_else(|| DEFAULT_GPU.into());
-        if self.cost_model == CostModelArg::Operators || self.operator_profile.is_some() {
+        if self
+            .cost_model
+            .is_operators(self.operator_profile.as_deref())
+        {
             return CostSource::Operators {
                 gpu: gpu(),
                 file: self.operator_profile.clone(),

@@ -353,16 +353,7 @@ pub fn resolve(source: &CostSource, model: &LoadedModel) -> Result<ResolvedCost,
             gpu: name,
             file,
             conflicting,
-        } => {
-            if let Some(p) = conflicting {
-                return Err(BackendError::CostMismatch(format!(
-                    "--cost-model operators prices steps with the operator model; {} names a \
-                     calibrated profile too: drop it, or use --cost-model profile",
-                    p.display()
-                )));
-            }
-            operator_cost(&shape, &gpu(name)?, file.as_deref())
-        }
+        } => operator_cost(&shape, &gpu(name)?, file.as_deref(), conflicting.as_deref()),
     }
 }
 
@@ -382,12 +373,21 @@ fn family() -> Vec<(String, ModelShape)> {
 
 /// The operator model of `shape` on `target`, from `file` or the shipped
 /// operator profile, with the error its hold-outs measured for such a
-/// prediction.
+/// prediction. `conflicting`, a calibrated profile (or folder) also named on
+/// the command line, is refused.
 pub fn operator_cost(
     shape: &ModelShape,
     target: &GpuSpec,
     file: Option<&Path>,
+    conflicting: Option<&Path>,
 ) -> Result<ResolvedCost, BackendError> {
+    if let Some(p) = conflicting {
+        return Err(BackendError::CostMismatch(format!(
+            "--cost-model operators prices steps with the operator model; {} names a \
+             calibrated profile too: drop it, or use --cost-model profile",
+            p.display()
+        )));
+    }
     let (profile, source) = match file {
         Some(path) => (
             OperatorProfile::load(path).map_err(|e| BackendError::CostMismatch(e.to_string()))?,

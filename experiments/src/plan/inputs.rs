@@ -15,12 +15,10 @@ use super::search::SearchMethod;
 use super::slo::Slo;
 use super::workload::PlanWorkload;
 use super::PlanArgs;
-use crate::backend::BackendError;
 use crate::backend::{
     cost_for, operator_cost, CostBasis, LoadedModel, ModelChoice, ProfileLookup, SimBackend,
 };
 use crate::catalogue;
-use crate::cli_args::CostModelArg;
 use crate::fleet::{RouterChoice, ROUTER_NAMES};
 use crate::settings::{ParamKind, ParamSpec, Settings};
 use engine::EngineConfig;
@@ -242,21 +240,20 @@ pub fn read(args: &PlanArgs) -> Result<PlanInputs, PlanError> {
         (None, Some(dir)) => ProfileLookup::Folder(dir.clone()),
         (None, None) => ProfileLookup::Shipped,
     };
-    let operators = args.cost_model == CostModelArg::Operators || args.operator_profile.is_some();
-    if operators {
-        if let Some(p) = args.profile.as_ref().or(args.profiles_dir.as_ref()) {
-            return Err(PlanError::Backend(BackendError::CostMismatch(format!(
-                "--cost-model operators prices steps with the operator model; {} names a \
-                 calibrated profile too: drop it, or use --cost-model profile",
-                p.display()
-            ))));
-        }
-    }
+    let operators = args
+        .cost_model
+        .is_operators(args.operator_profile.as_deref());
+    let conflicting = args.profile.as_ref().or(args.profiles_dir.as_ref());
     let targets = gpus
         .iter()
         .map(|gpu| {
             let cost = if operators {
-                operator_cost(&shape, gpu, args.operator_profile.as_deref())?
+                operator_cost(
+                    &shape,
+                    gpu,
+                    args.operator_profile.as_deref(),
+                    conflicting.map(|p| p.as_path()),
+                )?
             } else {
                 cost_for(&shape, gpu, &lookup)?
             };
