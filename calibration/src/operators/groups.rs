@@ -129,11 +129,12 @@ pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GroupPoint>, FamilyError
             return Err(c.field("ms_median", format!("{} is not a time", row.ms_median)));
         }
         let key = (row.model.clone(), row.sm_count, row.case.clone());
+        let first_sight = !times.contains_key(&key);
         times
             .entry(key.clone())
             .or_default()
             .insert(row.variant.clone(), row.ms_median * 1e-3);
-        if !order.iter().any(|(k, _)| *k == key) {
+        if first_sight {
             order.push((key, c));
         }
     }
