@@ -14,7 +14,7 @@ use std::path::PathBuf;
     ArgGroup::new("parts")
         .required(true)
         .multiple(true)
-        .args(["quick", "gqa", "errors", "engine", "cpu", "hf", "all"])
+        .args(["quick", "gqa", "errors", "bandwidth", "engine", "cpu", "hf", "all"])
 ))]
 pub(crate) struct Args {
     /// Directory the CSV files go to.
@@ -47,6 +47,10 @@ pub(crate) struct Args {
     /// The runner's failure paths on the device (KV-cache sizing, out of memory).
     #[arg(long)]
     pub errors: bool,
+    /// The copy bandwidth of the runner's SMs at 1, 4 and 8 loads in flight
+    /// per thread, and the skinny GEMM kernels' blocks per SM (bandwidth.rs).
+    #[arg(long)]
+    pub bandwidth: bool,
     /// The same requests through EngineCore with the CPU and the CUDA runner.
     #[arg(long)]
     pub engine: bool,
@@ -122,7 +126,14 @@ mod tests {
         );
         let msg = parse("").unwrap_err().to_string();
         for part in [
-            "--quick", "--gqa", "--errors", "--engine", "--cpu", "--hf", "--all",
+            "--quick",
+            "--gqa",
+            "--errors",
+            "--bandwidth",
+            "--engine",
+            "--cpu",
+            "--hf",
+            "--all",
         ] {
             assert!(msg.contains(part), "{msg}");
         }

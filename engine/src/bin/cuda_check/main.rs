@@ -25,6 +25,9 @@
 //! 4. `--engine`: the same requests through `EngineCore` with the CPU and
 //!    the CUDA runner (chunked prefills, prefix-cache hits, graphs).
 //!
+//! 5. `--bandwidth`: the copy bandwidth of the runner's SMs by loads in
+//!    flight, and the skinny GEMM kernels' occupancy (bandwidth.rs).
+//!
 //! Options: `cuda-check --help` (args.rs); `--all` runs parts 1, 2 and 4 and
 //! the failure paths (`--errors`, errors.rs); `--sm-count N` builds every
 //! runner in a green context of N SMs. Every part runs even when an earlier one
@@ -32,6 +35,7 @@
 //! error (none of the parts given, among others).
 
 mod args;
+mod bandwidth;
 mod compare;
 mod driver;
 mod engine_e2e;
@@ -245,6 +249,9 @@ fn main() {
     }
     if a.errors || a.all {
         ok &= errors::error_paths(a.sm_count);
+    }
+    if a.bandwidth {
+        ok &= bandwidth::bandwidth(a.sm_count);
     }
     if a.engine || a.all {
         for model in ["tiny", "qwen3-0.6b"] {

@@ -1,21 +1,26 @@
 //! The copy bandwidth a runner gets, measured at start, so that every result
 //! can record the GPU it ran on, whole or SM-limited ([`super::green`]).
 //!
-//! Contract: [`measure`] times a grid-stride copy kernel (`copy_words` in
-//! kernels.cu, eight blocks of 256 threads per SM of the runner) over two
-//! buffers of [`COPY_BYTES`] on the runner's stream with events: one warm-up,
-//! then the median of [`REPS`] copies. The figure is bytes read plus bytes
-//! written per second. A kernel, not a copy-engine memcpy, because only a
-//! kernel's bandwidth depends on the SMs it has (on the H200: 0.77 TB/s on 8
-//! SMs, 3.78 TB/s on all 132, DESIGN.md). The buffers are freed before the
-//! runner sizes its KV cache.
+//! Contract: [`measure`] times a grid-stride copy kernel (`copy_words_D` in
+//! kernels.cu, [`START_DEPTH`] loads in flight per thread, eight blocks of 256
+//! threads per SM of the runner) over two buffers of [`COPY_BYTES`] on the
+//! runner's stream with events: one warm-up, then the median of [`REPS`]
+//! copies. The figure is bytes read plus bytes written per second. A kernel,
+//! not a copy-engine memcpy, because only a kernel's bandwidth depends on the
+//! SMs it has. More loads in flight do not raise it on a few SMs (on the H200
+//! 0.76 TB/s on 8 SMs at 1, 4 and 8 loads a thread) and lower it on many
+//! (3.69 / 3.40 / 3.43 TB/s on 132): `results/h200/copy_bandwidth.txt`,
+//! `cuda-check --bandwidth`. So the figure of a slice is what its SMs' loads
+//! and stores move, not a latency of the kernel; cuBLAS's bulk copies stream
+//! weights faster per SM (1.09 TB/s on 8 SMs). The buffers are freed before
+//! the runner sizes its KV cache.
 
 use super::device::{self, dev_err, launch, Arg, DeviceBuffer};
-use super::kernels::Kernels;
+use super::kernels::{Kernels, COPY_DEPTHS};
 use super::CudaRunner;
 use crate::runner::RunnerError;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use statrs::statistics::{Data, OrderStatistics};
 use std::sync::Arc;
 
@@ -27,11 +32,39 @@ const REPS: usize = 5;
 const THREADS: u32 = 256;
 const BLOCKS_PER_SM: usize = 8;
 
-/// Bytes per second (read plus written) of `copy_words` on `sm_count` SMs.
+/// Loads in flight per thread of the copy a runner times at start: the
+/// fastest on the whole GPU, and as fast as any on a slice.
+const START_DEPTH: usize = 1;
+/// Its place in [`COPY_DEPTHS`]; a depth without a kernel does not compile.
+const START_INDEX: usize = depth_index(START_DEPTH);
+
+const fn depth_index(depth: usize) -> usize {
+    let mut i = 0;
+    while i < COPY_DEPTHS.len() {
+        if COPY_DEPTHS[i] == depth {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("no copy_words kernel with that many loads in flight")
+}
+
+/// Bytes per second (read plus written) of the copy with [`START_DEPTH`]
+/// loads in flight on `sm_count` SMs.
 pub(crate) fn measure(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     k: &Kernels,
+    sm_count: usize,
+) -> Result<f64, RunnerError> {
+    measure_kernel(ctx, stream, &k.copy_words[START_INDEX], sm_count)
+}
+
+/// Bytes per second (read plus written) of the copy kernel `func` on `sm_count` SMs.
+fn measure_kernel(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
     sm_count: usize,
 ) -> Result<f64, RunnerError> {
     let alloc =
@@ -42,7 +75,7 @@ pub(crate) fn measure(
     let copy = || {
         launch(
             stream,
-            &k.copy_words,
+            func,
             "copy_words",
             (blocks, 1, 1),
             THREADS,
@@ -81,6 +114,34 @@ impl CudaRunner {
     /// runner's SMs moved at start ([`measure`]).
     pub fn measured_copy_bandwidth(&self) -> f64 {
         self.copy_bandwidth
+    }
+
+    /// (loads in flight per thread, bytes per second read plus written) of
+    /// each copy kernel on this runner's SMs, timed now: the evidence that
+    /// the start figure does not depend on the depth timed. Needs two free buffers of [`COPY_BYTES`] beside the KV cache.
+    pub fn copy_bandwidth_by_depth(&self) -> Result<Vec<(usize, f64)>, RunnerError> {
+        COPY_DEPTHS
+            .iter()
+            .zip(&self.kernels.copy_words)
+            .map(|(&d, f)| {
+                measure_kernel(&self._ctx, &self.stream, f, self.sm_count).map(|bw| (d, bw))
+            })
+            .collect()
+    }
+
+    /// (kernel, blocks one SM holds at once) of the skinny GEMM kernels, from
+    /// the driver's occupancy calculator for their 256-thread blocks.
+    pub fn skinny_blocks_per_sm(&self) -> Result<Vec<(String, u32)>, RunnerError> {
+        self.kernels
+            .skinny_gemm
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+                    .map(|b| (format!("skinny_gemm_{}", i + 1), b))
+                    .map_err(|e| dev_err("occupancy", e))
+            })
+            .collect()
     }
 }
 

@@ -308,10 +308,28 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS)
     }
 }
 
-// Grid-stride copy of n 16-byte words: the runner times it at start for the copy bandwidth its
-// SMs get (copy_bw.rs; a copy-engine memcpy would not depend on the SMs).
-extern "C" __global__ void __launch_bounds__(256) copy_words(const uint4* __restrict__ src, uint4* __restrict__ dst,
-                                                            long long n) {
+// Grid-stride copy of n 16-byte words, DEPTH loads in flight per thread before their stores: the
+// runner times it at start for the copy bandwidth its SMs get (copy_bw.rs; a copy-engine memcpy
+// would not depend on the SMs). The depths are there to show that the figure is not the kernel's
+// latency: on a few SMs they all move the same.
+template <int DEPTH>
+__device__ __forceinline__ void copy_words_body(const uint4* __restrict__ src, uint4* __restrict__ dst, long long n) {
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = src[i];
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (DEPTH - 1) * stride < n; i += DEPTH * stride) {
+        uint4 w[DEPTH];
+#pragma unroll
+        for (int d = 0; d < DEPTH; d++) w[d] = src[i + d * stride];
+#pragma unroll
+        for (int d = 0; d < DEPTH; d++) dst[i + d * stride] = w[d];
+    }
+    for (; i < n; i += stride) dst[i] = src[i];
 }
+#define COPY_WORDS_ENTRY(D)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(256) copy_words_##D(const uint4* __restrict__ src,          \
+                                                                     uint4* __restrict__ dst, long long n) { \
+        copy_words_body<D>(src, dst, n);                                                                    \
+    }
+COPY_WORDS_ENTRY(1)
+COPY_WORDS_ENTRY(4)
+COPY_WORDS_ENTRY(8)

@@ -90,12 +90,17 @@ pub(crate) struct Kernels {
     pub attn_decode_block_w8u4_rope: CudaFunction,
     pub attn_decode_heads_u4_rope: CudaFunction,
     pub attn_combine: CudaFunction,
-    pub copy_words: CudaFunction,
+    /// `copy_words[i]` keeps [`COPY_DEPTHS`]`[i]` loads in flight per thread.
+    pub copy_words: [CudaFunction; 3],
     /// Dynamic shared memory of `attn_prefill` (two stages of K and V tiles).
     pub prefill_smem: u32,
     /// `skinny_gemm[i]` handles up to `16 * (i + 1)` rows.
     pub skinny_gemm: [CudaFunction; 4],
 }
+
+/// Loads in flight per thread of the `copy_words_D` kernels, in the order of
+/// [`Kernels::copy_words`].
+pub const COPY_DEPTHS: [usize; 3] = [1, 4, 8];
 
 pub(crate) fn kernel_source(shape: KernelShape) -> String {
     format!(
@@ -187,7 +192,7 @@ impl Kernels {
             attn_decode_block_w8u4_rope: f("attn_decode_block_w8u4_rope")?,
             attn_decode_heads_u4_rope: f("attn_decode_heads_u4_rope")?,
             attn_combine: f("attn_combine")?,
-            copy_words: f("copy_words")?,
+            copy_words: [f("copy_words_1")?, f("copy_words_4")?, f("copy_words_8")?],
             skinny_gemm: [
                 f("skinny_gemm_1")?,
                 f("skinny_gemm_2")?,
