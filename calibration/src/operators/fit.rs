@@ -51,9 +51,6 @@ fn from_free(x: &[f64]) -> OperatorParams {
     for i in EXPONENTS {
         v[i] += 1.0;
     }
-    if let Ok(c) = std::env::var("FIX_CONT") {
-        v[17] = c.parse().unwrap();
-    }
     OperatorParams::from_vec(&v)
 }
 

@@ -5,10 +5,13 @@
 //! reads `2 (n k + m k)` bytes and writes `2 m n`; it does `2 m n k` FLOPs.
 //! Memory time is bound by the achievable copy bandwidth or by the GPU's SMs
 //! streaming at a per-SM rate, whichever is slower. On cuBLAS, compute time
-//! is whole waves of output tiles (64 × 128 up to 64 rows, 128 × 128 beyond;
-//! split along K, as cuBLAS does, when there are fewer tiles than SMs), one
-//! tile per SM at a time, each at a share of its SM's dense FLOP/s: padding
-//! and a last partial wave cost as much as useful work.
+//! is whole waves of output tiles (one tile of 128 columns for up to 64 rows,
+//! computing the rows rounded up to [`ROW_STEP`]; 128 × 128 beyond; split
+//! along K, as cuBLAS does, when there are fewer tiles than SMs), one tile per
+//! SM at a time, each at a share of its SM's dense FLOP/s: padding and a last
+//! partial wave cost as much as useful work. The skinny kernel's blocks run
+//! [`SKINNY_BLOCKS_PER_SM`] to an SM at once, so a wave of them is that many
+//! blocks on every SM.
 
 use super::{OperatorParams, COPY_FRACTION};
 use sim::GpuSpec;
@@ -29,6 +32,19 @@ pub const SKINNY_COLUMNS: usize = 8;
 
 /// Output tile edge of the tensor-core kernels, in rows and columns.
 pub const TILE: usize = 128;
+/// Rows a tile of a product of up to 64 rows computes come in steps of this
+/// many. Why: cuBLAS's kernels for such products do not pay for 64 rows; on
+/// 8 SMs of the H200 the LM head of qwen3-0.6b (151,936 × 1,024) takes
+/// 285 µs for 1 row, 312 for 16 and 430 for 64 (`results/h200/operators/
+/// gemm_shapes.csv`), where 64-row tiles would cost all three the same.
+pub const ROW_STEP: usize = 16;
+
+/// Blocks of the skinny kernel one SM holds at once, by its row tiles
+/// (`skinny_gemm_1` .. `_4`, 16 rows each): the driver's occupancy for
+/// 256-thread blocks of 44, 60, 64 and 66 registers a thread, 64 K registers
+/// an SM (H200, `results/h200/copy_bandwidth.txt`, `cuda-check --bandwidth`).
+pub const SKINNY_BLOCKS_PER_SM: [usize; 4] = [5, 4, 4, 3];
+
 /// Smallest K slice a split-K product gives one tile.
 pub const MIN_SPLIT_K: usize = 512;
 
@@ -104,10 +120,31 @@ impl Gemm {
         }
     }
 
+    /// Rows one tile computes: up to 64 rows, the product's rows rounded up
+    /// to [`ROW_STEP`]; beyond, [`TILE`].
+    pub fn computed_tile_rows(&self) -> usize {
+        if self.m <= 64 {
+            self.m.next_multiple_of(ROW_STEP)
+        } else {
+            TILE
+        }
+    }
+
     /// FLOPs of one tile's share of K, padding rows and columns included.
     pub fn tile_flops(&self, kernel: GemmKernel, sm_count: u32) -> f64 {
         let k = self.k.div_ceil(self.k_slices(kernel, sm_count));
-        2.0 * (self.tile_rows() * TILE * k) as f64
+        2.0 * (self.computed_tile_rows() * TILE * k) as f64
+    }
+
+    /// Blocks of `kernel` one SM runs at once.
+    pub fn blocks_per_sm(&self, kernel: GemmKernel) -> usize {
+        match kernel {
+            GemmKernel::Skinny => {
+                let row_tiles = self.m.div_ceil(16).clamp(1, SKINNY_BLOCKS_PER_SM.len());
+                SKINNY_BLOCKS_PER_SM[row_tiles - 1]
+            }
+            GemmKernel::Cublas { .. } => 1,
+        }
     }
 }
 
@@ -157,7 +194,8 @@ pub fn gemm_time(
     let sms = (gpu.sm_count as usize).max(1);
     let active = blocks.min(sms) as f64;
     // Each wave of blocks pays the pipeline fill before its bytes stream.
-    let latency = p.gemm_latency + blocks.div_ceil(sms) as f64 * p.gemm_wave_latency;
+    let waves = blocks.div_ceil(sms * g.blocks_per_sm(kernel));
+    let latency = p.gemm_latency + waves as f64 * p.gemm_wave_latency;
     let memory = smooth_max(
         copy_seconds(gpu, g.bytes(), p.gemm_bandwidth_share),
         g.bytes() / (active * per_sm),
@@ -271,6 +309,47 @@ mod tests {
         assert_eq!(g.blocks(GemmKernel::Cublas { split: 4 }, 132), 32);
         // cuBLAS's own split: 8 tiles on 132 SMs, K 2048 in 4 slices of 512.
         assert_eq!(g.blocks(GemmKernel::Cublas { split: 1 }, 132), 32);
+    }
+
+    #[test]
+    fn a_one_row_product_computes_sixteen_rows_and_sixty_four_rows_compute_sixty_four() {
+        let g = |m| Gemm {
+            m,
+            n: 1024,
+            k: 1024,
+        };
+        let kernel = GemmKernel::Cublas { split: 1 };
+        // 8 tiles of 128 columns on 8 SMs: one wave, K whole.
+        let one_tile = |rows: usize| 2.0 * (rows * TILE * 1024) as f64;
+        assert_eq!(g(1).tile_flops(kernel, 8), one_tile(16));
+        assert_eq!(g(17).tile_flops(kernel, 8), one_tile(32));
+        assert_eq!(g(64).tile_flops(kernel, 8), one_tile(64));
+        assert_eq!(g(65).tile_flops(kernel, 8), one_tile(128));
+        let mut gpu8 = gpu(1e12);
+        gpu8.sm_count = 8;
+        let t1 = gemm_time(&params(), &gpu8, &g(1), kernel, true);
+        let t64 = gemm_time(&params(), &gpu8, &g(64), kernel, true);
+        assert!((t64.compute - 4.0 * t1.compute).abs() < 1e-12 * t64.compute);
+    }
+
+    #[test]
+    fn skinny_blocks_share_an_sm_so_a_wave_holds_several() {
+        // 512 skinny blocks of one row tile on 64 SMs holding 5 each: 2 waves
+        // (cuBLAS's tiles, one an SM, would take 8).
+        let g = Gemm {
+            m: 1,
+            n: 512 * SKINNY_COLUMNS,
+            k: 1024,
+        };
+        let mut gpu64 = gpu(1e12);
+        gpu64.sm_count = 64;
+        let p = params();
+        let t = gemm_time(&p, &gpu64, &g, GemmKernel::Skinny, true);
+        assert!((t.latency - (p.gemm_latency + 2.0 * p.gemm_wave_latency)).abs() < 1e-15);
+        assert_eq!(g.blocks_per_sm(GemmKernel::Skinny), 5);
+        let four_tiles = Gemm { m: 64, ..g };
+        assert_eq!(four_tiles.blocks_per_sm(GemmKernel::Skinny), 3);
+        assert_eq!(g.blocks_per_sm(GemmKernel::Cublas { split: 1 }), 1);
     }
 
     #[test]
