@@ -10,6 +10,10 @@
 //! `FILE.samples.csv`. The profile's datasheet GPU (needed to transfer it)
 //! is `--gpu`, else guessed from the device name, else `h200-sxm`.
 //!
+//! `--operators` measures no single runner: several sizes and SM counts
+//! through engine-bench, fitted into an operator profile
+//! ([`crate::calibrate_operators`]).
+//!
 //! `--endpoint URL` measures no runner: probe loads on a server give the
 //! grid points ([`crate::calibrate_endpoint`]).
 //!
@@ -78,6 +82,40 @@ pub struct CalibrateArgs {
     /// With --endpoint: the served model (default: the first of GET /v1/models).
     #[arg(long, value_name = "NAME", requires = "endpoint")]
     pub model_name: Option<String>,
+    /// Measure no single runner: the steps and kernel groups of several
+    /// sizes and SM counts, through engine-bench, fitted into an operator
+    /// profile (`--cost-model operators --operator-profile OUT`;
+    /// calibrate_operators.rs). The H200 only.
+    #[arg(long, conflicts_with_all = ["endpoint", "refit"])]
+    pub operators: bool,
+    /// With --operators: the engine-bench to run (default: the one beside exp).
+    #[arg(long, value_name = "PATH", requires = "operators")]
+    pub engine_bench: Option<PathBuf>,
+    /// With --operators: the sizes measured on the whole GPU.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "operators",
+        default_value = "qwen3-0.6b,qwen3-1.7b,qwen3-4b,qwen3-8b,qwen3-14b,qwen3-32b"
+    )]
+    pub models: Vec<String>,
+    /// With --operators: the sizes whose kernel groups are timed and which
+    /// run on the SM-limited slices.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "operators",
+        default_value = "qwen3-0.6b,qwen3-8b"
+    )]
+    pub slice_models: Vec<String>,
+    /// With --operators: the slices (SMs) the slice models run on.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "operators",
+        default_value = "16,32"
+    )]
+    pub sm_counts: Vec<usize>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -208,6 +246,20 @@ pub fn samples_table(samples: &[Sample], profile: &CostProfile) -> Table {
 }
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
+    if args.operators {
+        let plan = crate::calibrate_operators::Plan {
+            models: args.models.clone(),
+            slice_models: args.slice_models.clone(),
+            sm_counts: args.sm_counts.clone(),
+        };
+        return crate::calibrate_operators::run(
+            &plan,
+            args.engine_bench.as_deref(),
+            args.gpu.as_deref(),
+            &args.out,
+            args.quiet,
+        );
+    }
     if let Some(url) = &args.endpoint {
         return crate::calibrate_endpoint::run(args, url);
     }

@@ -17,6 +17,7 @@
 pub mod backend;
 pub mod calibrate;
 pub mod calibrate_endpoint;
+pub mod calibrate_operators;
 pub mod caption;
 pub mod catalogue;
 pub mod charts;

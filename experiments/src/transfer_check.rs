@@ -66,6 +66,12 @@ fn worst_per_model(rows: &[fit::HeldOutRow]) -> Vec<(String, f64)> {
 }
 
 pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
+    fit_and_write(args, "exp transfer-check")
+}
+
+/// The fit, its hold-outs and the figure, written to `args.out`; `how` names
+/// the command in the profile's `fitted_on`.
+pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     let whole = calibration::datasheet::lookup(&args.gpu)?;
     let data = fit::Measurements {
         steps: family::read(&args.family, &whole)?,
@@ -98,7 +104,7 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
         format: calibration::operators::profile::FORMAT,
         gpu: whole.name.clone(),
         fitted_on: format!(
-            "{}, {}, {} (exp transfer-check)",
+            "{}, {}, {} ({how})",
             args.family.display(),
             args.groups.display(),
             args.gemm_shapes.display()

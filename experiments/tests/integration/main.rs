@@ -4,6 +4,7 @@
 mod common;
 
 mod both_modes;
+mod calibrate_operators;
 mod cli;
 mod endpoint;
 mod generate_and_tokenizer;

@@ -80,6 +80,11 @@ pub(crate) struct Args {
     /// whole GPU only).
     #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "family", value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub sm_counts: Vec<usize>,
+    /// With --family: also what the operator cost model is fitted on, for
+    /// each model and SM count (operators.rs: `operators/groups.csv` and
+    /// `operators/gemm_shapes.csv`).
+    #[arg(long, requires = "family")]
+    pub operators: bool,
     /// The median number of keys a timed decode step attends to.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CONTEXT, value_parser = context_parser())]
     pub context: usize,

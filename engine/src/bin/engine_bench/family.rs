@@ -14,7 +14,9 @@
 //! (batch 64: 1.647 ms against 1.548 in a fresh one). A step whose KV blocks
 //! the runner's cache cannot hold is skipped with a line saying so. Progress
 //! goes to stderr; a model or SM count that fails is reported and the rest
-//! still run, and the exit status says whether all of it ran.
+//! still run, and the exit status says whether all of it ran. With
+//! `--operators` each process also writes what the operator cost model is
+//! fitted on (operators.rs).
 
 use crate::args::Args;
 use crate::steps::{bench_runner, decode, prefill, Workload, BLOCK_SIZE, BUDGET, SEED};
@@ -99,6 +101,7 @@ pub(crate) fn child_args(a: &Args, model: &str, sm: Option<usize>) -> Vec<OsStri
         (a.eager, "--eager"),
         (a.no_pdl, "--no-pdl"),
         (a.no_gemm_tuning, "--no-gemm-tuning"),
+        (a.operators, "--operators"),
     ] {
         if on {
             v.push(flag.into());
@@ -174,6 +177,9 @@ fn run_model(a: &Args, model: &str, sm: Option<usize>) -> anyhow::Result<()> {
             }
         }
     }
+    if a.operators {
+        ok &= crate::operators::append_rows(&mut r, &info, &wl, &a.out, &tag)?;
+    }
     anyhow::ensure!(ok, "[{}] some steps failed", spec.name);
     Ok(())
 }
@@ -190,7 +196,9 @@ mod tests {
 
     #[test]
     fn a_models_process_gets_this_runs_settings() {
-        let a = parse("--family --out d --context 400 --sm-counts 8,132 --no-pdl --split-k 2");
+        let a = parse(
+            "--family --out d --context 400 --sm-counts 8,132 --no-pdl --split-k 2 --operators",
+        );
         let args = child_args(&a, "qwen3-14b", Some(8));
         let child =
             Args::try_parse_from(std::iter::once(OsString::from("engine-bench")).chain(args))
@@ -198,7 +206,7 @@ mod tests {
         assert_eq!(child.family_models(), Some(Ok(vec!["qwen3-14b".into()])));
         assert_eq!((child.out, child.context), (a.out.clone(), 400));
         assert_eq!(child.sm_counts, [8]);
-        assert!(child.no_pdl && !child.eager && !child.no_gemm_tuning);
+        assert!(child.no_pdl && !child.eager && !child.no_gemm_tuning && child.operators);
         assert_eq!(child.split_k, Some(2));
         // The whole GPU: no --sm-counts passed on.
         let args = child_args(&parse("--family"), "tiny", None);

@@ -32,6 +32,7 @@ use std::time::Instant;
 
 mod args;
 mod family;
+mod operators;
 mod steps;
 mod table;
 mod tuning;

@@ -77,13 +77,19 @@ impl RunInfo {
 /// Appends `rows` to the CSV file at `path`, writing the header first when
 /// the file is new or empty.
 pub(crate) fn append(path: &Path, rows: &str) -> std::io::Result<()> {
+    append_with_header(path, HEADER, rows)
+}
+
+/// Appends `rows` to the CSV at `path`, writing `header` first when the
+/// file is new or empty.
+pub(crate) fn append_with_header(path: &Path, header: &str, rows: &str) -> std::io::Result<()> {
     let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)?;
     if fresh {
-        writeln!(f, "{HEADER}")?;
+        writeln!(f, "{header}")?;
     }
     f.write_all(rows.as_bytes())
 }

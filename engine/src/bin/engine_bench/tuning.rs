@@ -69,10 +69,29 @@ pub(crate) fn tune(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
 /// dependent launches, and with q/k-norm + RoPE in its own kernel in decode
 /// steps. (In decode steps q/k-norm + RoPE is part of the attention group.)
 pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
-    let (wl, vocab, date) = (&run.workload, run.workload.vocab, run.date);
     for (name, regs, local) in r.kernel_resources() {
         println!("kernel {name:<20} {regs:>4} regs/thread {local:>5} B local/thread");
     }
+    let mut csv = String::from("case,variant,ms_median,date\n");
+    for (case, variant, timing) in profile_cases(r, &run.workload)? {
+        record(
+            &mut csv,
+            &format!("profile {case:<12} {variant:<15}"),
+            &format!("{case},{variant}"),
+            run.date,
+            timing,
+        );
+    }
+    std::fs::write(run.out.join("profile.csv"), csv)?;
+    Ok(())
+}
+
+/// Every (case, variant) of [`profile`] timed, the runner's tuning restored after.
+pub(crate) fn profile_cases(
+    r: &mut CudaRunner,
+    wl: &Workload,
+) -> anyhow::Result<Vec<(&'static str, &'static str, Timing)>> {
+    let vocab = wl.vocab;
     let default = true;
     let masks: [(&str, u32, bool); 10] = [
         ("full", 0, default),
@@ -95,7 +114,7 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
         ),
     ];
     let chosen = *r.tuning();
-    let mut csv = String::from("case,variant,ms_median,date\n");
+    let mut out = Vec::new();
     for case in [
         "decode1",
         "decode16",
@@ -120,18 +139,11 @@ pub(crate) fn profile(r: &mut CudaRunner, run: &Run) -> anyhow::Result<()> {
                 "prefill3200" => prefill(r, 3200, vocab),
                 _ => prefill(r, 512, vocab),
             };
-            record(
-                &mut csv,
-                &format!("profile {case:<12} {variant:<15}"),
-                &format!("{case},{variant}"),
-                date,
-                s,
-            );
+            out.push((case, variant, s));
         }
     }
     r.set_tuning(chosen)?;
-    std::fs::write(run.out.join("profile.csv"), csv)?;
-    Ok(())
+    Ok(out)
 }
 
 /// Decode step time by batch with the O and down products split over K into

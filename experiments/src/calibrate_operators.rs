@@ -1,0 +1,332 @@
+//! `exp calibrate --operators`: measure what the operator cost model
+//! (`calibration::operators`) is fitted on, on this machine's GPU, fit it,
+//! and write the operator profile that `--cost-model operators
+//! --operator-profile FILE` prices runs with.
+//!
+//! Contract: runs `engine-bench` (`--engine-bench`, by default the one beside
+//! this executable; built with `--features cuda`) three times, each runner in
+//! a process of its own: the whole-GPU steps and kernel-group costs of
+//! `--slice-models` (`--family M --operators`), the whole-GPU steps of the
+//! other `--models`, and the steps of `--slice-models` on each of
+//! `--sm-counts` (green contexts). The rows go to `OUT.measured/`
+//! (`engine_family.csv`, `operators/groups.csv`, `operators/gemm_shapes.csv`,
+//! and `engine-bench.log` with every line it printed); that folder must not
+//! hold an earlier run's rows. Then the fit and its hold-outs as `exp
+//! transfer-check` does them (`transfer.csv`, `transfer_groups.csv`,
+//! `transfer_error.{png,svg}` in the same folder), and the profile to `--out`.
+//! Only the H200 is supported: the fit describes an SM-limited slice by the
+//! copy bandwidth measured on the H200's slices. Fails, saying what to do,
+//! when engine-bench is missing or a measurement fails; what was measured
+//! stays in the folder.
+
+use crate::transfer_check::{fit_and_write, TransferArgs};
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// The datasheet GPU the operator fit supports.
+pub const GPU: &str = "h200-sxm";
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Every size measured on the whole GPU.
+    pub models: Vec<String>,
+    /// The sizes whose kernel groups are timed, and which run on the slices.
+    pub slice_models: Vec<String>,
+    pub sm_counts: Vec<usize>,
+}
+
+impl Plan {
+    /// The engine-bench argument lists, in the order they run.
+    pub fn commands(&self, out: &Path) -> Vec<Vec<String>> {
+        let out = out.display().to_string();
+        let list = |m: &[String]| m.join(",");
+        let others: Vec<String> = self
+            .models
+            .iter()
+            .filter(|m| !self.slice_models.contains(m))
+            .cloned()
+            .collect();
+        let mut v = vec![vec![
+            "--family".into(),
+            list(&self.slice_models),
+            "--operators".into(),
+            "--out".into(),
+            out.clone(),
+        ]];
+        if !others.is_empty() {
+            v.push(vec![
+                "--family".into(),
+                list(&others),
+                "--out".into(),
+                out.clone(),
+            ]);
+        }
+        if !self.sm_counts.is_empty() {
+            let counts: Vec<String> = self.sm_counts.iter().map(usize::to_string).collect();
+            v.push(vec![
+                "--family".into(),
+                list(&self.slice_models),
+                "--sm-counts".into(),
+                counts.join(","),
+                "--out".into(),
+                out,
+            ]);
+        }
+        v
+    }
+
+    /// Refuses a plan the fit cannot use, saying what to change.
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            !self.slice_models.is_empty(),
+            "--slice-models is empty: the kernel-group costs of at least one size are needed"
+        );
+        for m in &self.slice_models {
+            anyhow::ensure!(
+                self.models.contains(m),
+                "--slice-models names {m}, which --models does not: every size is measured on the whole GPU too"
+            );
+        }
+        let measured: Vec<u32> = calibration::operators::family::H200_COPY_TB_S
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        for &n in &self.sm_counts {
+            anyhow::ensure!(
+                measured.contains(&(n as u32)) && n < 132,
+                "--sm-counts {n}: the fit knows the copy bandwidth of the H200's slices of {:?} SMs only",
+                &measured[..measured.len() - 1]
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `OUT.measured`: where the rows and the fit's tables go, beside `--out`.
+pub fn measured_dir(out: &Path) -> PathBuf {
+    out.with_extension("measured")
+}
+
+/// The engine-bench beside this executable.
+fn default_engine_bench() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding exp's own executable")?;
+    Ok(exe.with_file_name("engine-bench"))
+}
+
+/// Runs the plan, fits, writes the profile to `out`.
+pub fn run(
+    plan: &Plan,
+    engine_bench: Option<&Path>,
+    gpu: Option<&str>,
+    out: &Path,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    if let Some(g) = gpu.filter(|g| *g != GPU) {
+        anyhow::bail!(
+            "--gpu {g}: the operator fit supports {GPU} only (it describes SM-limited slices by \
+             the copy bandwidth measured on the H200's); calibrate a profile of the token-count \
+             model instead (exp calibrate without --operators)"
+        );
+    }
+    plan.check()?;
+    let bench = match engine_bench {
+        Some(p) => p.to_path_buf(),
+        None => default_engine_bench()?,
+    };
+    anyhow::ensure!(
+        bench.is_file(),
+        "no engine-bench at {}: build it with `cargo build --release --features cuda -p engine \
+         --bin engine-bench` (it goes beside exp) or pass --engine-bench PATH",
+        bench.display()
+    );
+    let dir = measured_dir(out);
+    if dir.join("engine_family.csv").exists() {
+        anyhow::bail!(
+            "{} already holds measured rows, which this run would append to: move it away or \
+             choose another --out",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let log_path = dir.join("engine-bench.log");
+    let mut log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let started = Instant::now();
+    let commands = plan.commands(&dir);
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new_spinner();
+        b.set_style(ProgressStyle::with_template(
+            "{spinner} [{elapsed}] {prefix} {msg}",
+        )?);
+        b
+    };
+    for (i, args) in commands.iter().enumerate() {
+        bar.set_prefix(format!("engine-bench {}/{}", i + 1, commands.len()));
+        writeln!(log, "$ {} {}", bench.display(), args.join(" "))?;
+        run_logged(&bench, args, &mut log, &bar).with_context(|| {
+            format!(
+                "engine-bench {} failed; what it measured is in {} and its output in {}",
+                args.join(" "),
+                dir.display(),
+                log_path.display()
+            )
+        })?;
+    }
+    bar.finish_and_clear();
+    let measured_s = started.elapsed().as_secs_f64();
+    let args = TransferArgs {
+        family: dir.join("engine_family.csv"),
+        groups: dir.join("operators/groups.csv"),
+        gemm_shapes: dir.join("operators/gemm_shapes.csv"),
+        gpu: GPU.into(),
+        out: dir.clone(),
+        quiet,
+    };
+    fit_and_write(&args, "exp calibrate --operators")?;
+    let fitted = dir.join("operator_profile.ron");
+    std::fs::copy(&fitted, out)
+        .with_context(|| format!("copying {} to {}", fitted.display(), out.display()))?;
+    if !quiet {
+        eprintln!(
+            "measured in {measured_s:.0} s, fitted in {:.0} s; wrote {} (price runs with \
+             --cost-model operators --operator-profile {})",
+            started.elapsed().as_secs_f64() - measured_s,
+            out.display(),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Runs `bench args`, every line of its output into `log` and the latest on
+/// the spinner; an exit status other than success is an error.
+fn run_logged(
+    bench: &Path,
+    args: &[String],
+    log: &mut std::fs::File,
+    bar: &ProgressBar,
+) -> anyhow::Result<()> {
+    let mut child = Command::new(bench)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", bench.display()))?;
+    let stdout = child.stdout.take().context("engine-bench's stdout")?;
+    let stderr = child.stderr.take().context("engine-bench's stderr")?;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let pump = |stream: Box<dyn std::io::Read + Send>, tx: std::sync::mpsc::Sender<String>| {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let threads = [
+        pump(Box::new(stdout), tx.clone()),
+        pump(Box::new(stderr), tx),
+    ];
+    for line in rx {
+        writeln!(log, "{line}")?;
+        bar.set_message(line);
+        bar.tick();
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let status = child.wait().context("waiting for engine-bench")?;
+    anyhow::ensure!(status.success(), "exit status {status}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            models: vec!["qwen3-0.6b".into(), "qwen3-8b".into(), "qwen3-32b".into()],
+            slice_models: vec!["qwen3-0.6b".into(), "qwen3-8b".into()],
+            sm_counts: vec![16, 32],
+        }
+    }
+
+    #[test]
+    fn groups_on_the_slice_models_then_the_others_then_the_slices() {
+        let c = plan().commands(Path::new("d"));
+        assert_eq!(
+            c,
+            [
+                vec![
+                    "--family",
+                    "qwen3-0.6b,qwen3-8b",
+                    "--operators",
+                    "--out",
+                    "d"
+                ],
+                vec!["--family", "qwen3-32b", "--out", "d"],
+                vec![
+                    "--family",
+                    "qwen3-0.6b,qwen3-8b",
+                    "--sm-counts",
+                    "16,32",
+                    "--out",
+                    "d"
+                ],
+            ]
+        );
+        let whole_only = Plan {
+            models: vec!["qwen3-8b".into()],
+            slice_models: vec!["qwen3-8b".into()],
+            sm_counts: vec![],
+        };
+        assert_eq!(whole_only.commands(Path::new("d")).len(), 1);
+    }
+
+    #[test]
+    fn a_plan_the_fit_cannot_use_is_refused() {
+        assert!(plan().check().is_ok());
+        let e = Plan {
+            sm_counts: vec![24],
+            ..plan()
+        }
+        .check()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--sm-counts 24") && e.contains("[8, 16, 32, 64]"),
+            "{e}"
+        );
+        let e = Plan {
+            slice_models: vec!["qwen3-4b".into()],
+            ..plan()
+        }
+        .check()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("qwen3-4b") && e.contains("--models"), "{e}");
+        assert!(Plan {
+            slice_models: vec![],
+            ..plan()
+        }
+        .check()
+        .is_err());
+    }
+
+    #[test]
+    fn the_measurements_go_beside_the_profile() {
+        assert_eq!(
+            measured_dir(Path::new("cal/h200.ron")),
+            PathBuf::from("cal/h200.measured")
+        );
+    }
+}

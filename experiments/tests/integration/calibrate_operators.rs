@@ -1,0 +1,121 @@
+//! `exp calibrate --operators` end to end without a GPU: a stand-in
+//! engine-bench (a shell script) answers each command with the committed H200
+//! rows of the models and SM counts it is asked for, so the orchestration,
+//! the files and the fit are what a GPU run would give.
+
+use crate::common::scratch;
+use calibration::operators::profile::OperatorProfile;
+use std::path::Path;
+use std::process::Command;
+
+/// Writes the stand-in: `--family LIST [--operators] [--sm-counts C] --out D`
+/// appends the committed rows of each (model, SM count) to D's files.
+fn fake_engine_bench(dir: &Path) -> std::path::PathBuf {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/h200");
+    let script = format!(
+        r#"#!/usr/bin/env bash
+set -euo pipefail
+SRC={src}
+models="" ops=0 counts=132 out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --family) models=$2; shift 2 ;;
+    --operators) ops=1; shift ;;
+    --sm-counts) counts=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "unexpected argument $1" >&2; exit 2 ;;
+  esac
+done
+copy() {{ # source file, destination file
+  [ -s "$2" ] || head -1 "$1" > "$2"
+  for m in ${{models//,/ }}; do
+    for c in ${{counts//,/ }}; do
+      echo "[$m] $c SMs: rows of $(basename "$1")" >&2
+      grep "^$m,$c," "$1" >> "$2" || true
+    done
+  done
+}}
+mkdir -p "$out/operators"
+copy "$SRC/engine_family.csv" "$out/engine_family.csv"
+if [ $ops = 1 ]; then
+  copy "$SRC/operators/groups.csv" "$out/operators/groups.csv"
+  copy "$SRC/operators/gemm_shapes.csv" "$out/operators/gemm_shapes.csv"
+fi
+"#,
+        src = results.display()
+    );
+    let path = dir.join("engine-bench");
+    std::fs::write(&path, script).expect("write the stand-in");
+    let mut perm = std::fs::metadata(&path).expect("stand-in").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&path, perm).expect("make it executable");
+    path
+}
+
+fn calibrate(bench: &Path, out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_exp"))
+        .args(["calibrate", "--operators", "--quiet", "--engine-bench"])
+        .arg(bench)
+        .arg("--out")
+        .arg(out)
+        .args(["--models", "qwen3-0.6b,qwen3-1.7b,qwen3-8b,qwen3-32b"])
+        .output()
+        .expect("exp runs")
+}
+
+#[test]
+fn calibrate_operators_measures_through_engine_bench_fits_and_keeps_what_it_measured() {
+    let dir = scratch("calibrate_operators");
+    let bench = fake_engine_bench(&dir);
+    let out = dir.join("h200.ron");
+    let run = calibrate(&bench, &out);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let profile = OperatorProfile::load(&out).expect("the profile loads");
+    assert!(profile.fitted_on.contains("exp calibrate --operators"));
+    assert_eq!(profile.gpu, "h200-sxm");
+    let measured = dir.join("h200.measured");
+    let family = std::fs::read_to_string(measured.join("engine_family.csv")).unwrap();
+    // 4 sizes on the whole GPU and 2 on 16 and 32 SMs, 7 steps each.
+    assert_eq!(family.lines().count(), 1 + 7 * (4 + 2 * 2), "{family}");
+    let groups = std::fs::read_to_string(measured.join("operators/groups.csv")).unwrap();
+    assert!(groups.lines().skip(1).all(|l| l.contains(",132,")));
+    assert!(groups.lines().any(|l| l.starts_with("qwen3-8b,132,")));
+    for f in ["transfer.csv", "transfer_groups.csv", "engine-bench.log"] {
+        assert!(measured.join(f).is_file(), "{f}");
+    }
+    let log = std::fs::read_to_string(measured.join("engine-bench.log")).unwrap();
+    assert!(log.contains("--sm-counts 16,32") && log.contains("[qwen3-8b] 32 SMs"));
+    // A second run would append to the first one's rows: refused.
+    let again = calibrate(&bench, &out);
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("already holds measured rows"), "{err}");
+}
+
+#[test]
+fn a_failing_engine_bench_is_an_error_that_points_at_its_log() {
+    let dir = scratch("calibrate_operators_fails");
+    let bench = dir.join("engine-bench");
+    std::fs::write(
+        &bench,
+        "#!/usr/bin/env bash\necho 'no CUDA device' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&bench).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&bench, perm).unwrap();
+    let run = calibrate(&bench, &dir.join("x.ron"));
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("engine-bench.log") && err.contains("exit status"),
+        "{err}"
+    );
+    let log = std::fs::read_to_string(dir.join("x.measured/engine-bench.log")).unwrap();
+    assert!(log.contains("no CUDA device"));
+    assert!(!dir.join("x.ron").exists());
+}
