@@ -20,7 +20,9 @@
 //! steps eager against piecewise-graphed and writes `mixed.csv` only. With
 //! GEMM tuning on, the tuned shapes go to `gemm_tuning.csv`. `--family
 //! [MODELS] [--sm-counts LIST]` appends the family table to
-//! `engine_family.csv` instead (family.rs).
+//! `engine_family.csv` instead (family.rs); with `--operators`, also the
+//! kernel-group costs and cuBLAS products the operator cost model is fitted
+//! on, to `operators/` (operators.rs).
 
 use anyhow::Context as _;
 use clap::Parser as _;
