@@ -13,10 +13,10 @@
 #               "max_num_seqs:concurrency ..." (default "256:16 256:64")
 #   BUDGET_S    wall-clock budget of the whole run (default 530); each step's
 #               timeout is its own cap or what is left of the budget
-#   CALIBRATE_TIMEOUT_S  cap of `exp calibrate --endpoint` (default 240: its
-#               121 probes took 21 s of decode probes and ~20 s of prefill
-#               probes beside a pace stream on the H200; the CPU stand-in
-#               needs more)
+#   CALIBRATE_TIMEOUT_S  cap of `exp calibrate --endpoint` (default 240: 121
+#               probes took 21 s of decode probes and ~20 s of prefill
+#               probes beside a pace stream on the H200, and there are 133
+#               now; the CPU stand-in needs more)
 #   CB_SETS     extra `--set k=v` arguments for every cb_sweep run (default
 #               none: the catalogue's conditions)
 # A CPU stand-in runs every step the same way:

@@ -33,13 +33,27 @@ Load patterns
     measured_requests (poisson_mix's names; throughput = output tokens /
     (last finish - first arrival) of the measured requests).
 
-Percentiles interpolate linearly between closest ranks (NumPy's default,
-the method `exp` uses). A token's time is the arrival of the chunk carrying
-it: the length of the chunk's `token_ids` if the server sends them, else
-the rise of `usage.completion_tokens` if the chunk has usage, else one token
-for a chunk with text; the final usage chunk's completion_tokens then
-corrects the count (missing tokens at the last chunk with text, surplus
-dropped), as `exp` counts them (docs/endpoint.md).
+What is measured (as vLLM's benchmark_serving, and as `exp run --endpoint`;
+docs/endpoint.md)
+
+  A request's clock starts right before its POST is issued (its body was
+  encoded ahead of time); a request that had to wait for a place under
+  --max-num-seqs counts from when it was due instead, since that wait
+  stands for the engine's queue. Each SSE event is stamped when the client
+  reads it. TTFT ends at the first chunk that carries a token; the
+  inter-token gaps are the times between later chunks that carry tokens,
+  one gap per chunk: a chunk of k tokens stamps all k at its time and
+  makes one gap (vLLM appends one ITL per chunk). Chunks without tokens
+  (a closing chunk with only finish_reason, the usage chunk) are no
+  tokens. A chunk's tokens are the length of its `token_ids` if the
+  server sends them, else the rise of `usage.completion_tokens` if the
+  chunk has usage, else one for a chunk with text; the final usage chunk's
+  completion_tokens then corrects the count (missing tokens at the last
+  chunk with text, surplus dropped). A request finishes at the chunk with
+  finish_reason; a closed loop's next request is due then. Percentiles
+  interpolate linearly between closest ranks (NumPy's default, the method
+  `exp` uses). --requests-out writes each request's due_ms (when the
+  release rule made it due) beside arrival_ms (where its clock started).
 
 Reproducing one condition of `exp run cb_sweep --endpoint URL`
 
@@ -73,6 +87,7 @@ import random
 import sys
 import time
 
+JSON_HEADERS = {"Content-Type": "application/json"}
 WARMUP_PROMPT = 32
 WARMUP_OUTPUTS = 4
 REQUESTS_PER_CLIENT = 2
@@ -90,7 +105,7 @@ POISSON_COLUMNS = [
     "itl_p99_ms", "e2e_median_ms", "cached_tokens", "measured_requests",
 ]
 REQUEST_COLUMNS = [
-    "id", "tag", "arrival_ms", "ttft_ms", "finish_ms", "output_tokens", "cached_tokens",
+    "id", "tag", "due_ms", "arrival_ms", "ttft_ms", "finish_ms", "output_tokens", "cached_tokens",
 ]
 
 
@@ -187,6 +202,32 @@ class Tally:
         return self.token_times, finish, self.finish_reason or "unknown", self.cached_tokens
 
 
+class SseEvents:
+    """Splits response bytes, arriving in pieces cut anywhere, into each event's `data`."""
+
+    def __init__(self):
+        self.pending = b""
+        self.lines = []
+
+    def push(self, data):
+        """The data of every event that `data` completes."""
+        *complete, self.pending = (self.pending + data).split(b"\n")
+        events = []
+        for line in complete:
+            if line.rstrip(b"\r"):
+                self.lines.append(line)
+            else:
+                events.extend(sse_data(self.lines))
+                self.lines = []
+        return events
+
+    def finish(self):
+        """The data of an event the stream ended without a blank line after."""
+        lines = self.lines + ([self.pending] if self.pending else [])
+        self.lines, self.pending = [], b""
+        return list(sse_data(lines))
+
+
 def sse_data(lines):
     """The `data` of each server-sent event in `lines` (bytes or str, no line ends needed)."""
     data = []
@@ -207,9 +248,14 @@ def sse_data(lines):
 # ---- records and summaries ----
 
 class Record:
-    def __init__(self, rid, tag, arrival, token_times, finish, cached_tokens, max_tokens):
+    """One request: `arrival` is where its TTFT clock starts (right before its POST, or
+    its due time if it waited for a place under --max-num-seqs)."""
+
+    def __init__(self, rid, tag, arrival, token_times, finish, cached_tokens, max_tokens,
+                 due=None):
         self.id = rid
         self.tag = tag
+        self.due = arrival if due is None else due
         self.arrival = arrival
         self.token_times = token_times
         self.finish = finish
@@ -220,8 +266,10 @@ class Record:
         return (self.token_times[0] - self.arrival) * 1e3 if self.token_times else None
 
     def itls_ms(self):
+        """One gap per delivery after the first: the tokens of one chunk share its time
+        and make one gap (vLLM's benchmark_serving appends one ITL per chunk)."""
         t = self.token_times
-        return [(b - a) * 1e3 for a, b in zip(t, t[1:])]
+        return [(b - a) * 1e3 for a, b in zip(t, t[1:]) if b != a]
 
 
 def window_stats(records):
@@ -294,7 +342,8 @@ def csv_text(columns, rows):
 def requests_rows(records):
     rows = []
     for r in sorted(records, key=lambda r: r.id):
-        rows.append({"id": r.id, "tag": r.tag, "arrival_ms": r.arrival * 1e3,
+        rows.append({"id": r.id, "tag": r.tag, "due_ms": r.due * 1e3,
+                     "arrival_ms": r.arrival * 1e3,
                      "ttft_ms": _or_nan(r.ttft_ms()), "finish_ms": r.finish * 1e3,
                      "output_tokens": len(r.token_times), "cached_tokens": r.cached_tokens})
     return rows
@@ -331,42 +380,45 @@ class Client:
     def now(self):
         return time.perf_counter() - self.start
 
-    def prompt(self, n):
-        return [self.rng.randrange(self.vocab) for _ in range(n)]
-
-    async def request(self, tag, prompt_tokens, max_tokens, due):
-        """Sends one request due at `due` (waiting for it and for a place); its record."""
-        rid = self.next_id
-        self.next_id += 1
-        prompt = self.prompt(prompt_tokens)
-        delay = due - self.now()
-        if delay > 0:
-            await asyncio.sleep(delay)
+    def body(self, prompt_tokens, max_tokens):
+        """A request's body, encoded ahead of its due time so that sending it is quick."""
+        prompt = [self.rng.randrange(self.vocab) for _ in range(prompt_tokens)]
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens,
                 "ignore_eos": True, "temperature": 0, "stream": True,
                 "stream_options": {"include_usage": True}}
         if self.salt is not None:
             body["cache_salt"] = self.salt
+        return (json.dumps(body).encode(), max_tokens)
+
+    async def request(self, tag, body, due):
+        """Sends `body` (from body()) due at `due`, waiting for it and for a place; its record."""
+        data, max_tokens = body
+        rid = self.next_id
+        self.next_id += 1
+        delay = due - self.now()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        waited = self.gate.locked()
         async with self.gate:
             tally = Tally()
-            async with self.session.post(self.url + "/v1/completions", json=body) as resp:
+            events = SseEvents()
+            # vLLM's benchmark_serving starts the clock here, right before the POST.
+            sent = self.now()
+            async with self.session.post(self.url + "/v1/completions", data=data,
+                                         headers=JSON_HEADERS) as resp:
                 if resp.status != 200:
                     raise RuntimeError("request %d (%s): HTTP %d: %s" % (
                         rid, tag, resp.status, (await resp.text())[:300]))
-                buffered = []
-                async for raw in resp.content:
-                    now = self.now()
-                    line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                    if line:
-                        buffered.append(line)
-                        continue
-                    for data in sse_data(buffered):
-                        tally.on_data(data, now)
-                    buffered = []
-                for data in sse_data(buffered):
-                    tally.on_data(data, self.now())
+                async for piece in resp.content.iter_any():
+                    # Each event is stamped when it is read, as vLLM's client stamps lines.
+                    for event in events.push(piece):
+                        tally.on_data(event, self.now())
+                for event in events.finish():
+                    tally.on_data(event, self.now())
             times, finish, _reason, cached = tally.close()
-        record = Record(rid, tag, due, times, finish, cached, max_tokens)
+        # A wait for a place stands for the engine's queue, which an engine's TTFT counts.
+        record = Record(rid, tag, due if waited else sent, times, finish, cached, max_tokens,
+                        due)
         self.records.append(record)
         return record
 
@@ -418,35 +470,41 @@ class ProcessSync:
 
 async def closed_loop(client, args, share, sync):
     """This process's `share` of the clients; the batches start together on all."""
+    warm_body = client.body(WARMUP_PROMPT, WARMUP_OUTPUTS)
+    bodies = [[[client.body(args.prompt_tokens, args.output_tokens)
+                for _ in range(REQUESTS_PER_CLIENT)] for _ in range(share)]
+              for _ in range(args.batches)]
     ready = await sync.latest(client.now())
     warm_finish = 0.0
     if sync.index == 0:
-        warm = await client.request("warmup", WARMUP_PROMPT, WARMUP_OUTPUTS, ready)
+        warm = await client.request("warmup", warm_body, ready)
         warm_finish = warm.finish
     due = await sync.latest(warm_finish)
 
-    async def one_client(tag, due):
+    async def one_client(tag, own, due):
         last = None
-        for _ in range(REQUESTS_PER_CLIENT):
-            last = await client.request(tag, args.prompt_tokens, args.output_tokens, due)
+        for body in own:
+            last = await client.request(tag, body, due)
             due = last.finish
         return last
 
     for b in range(args.batches):
-        lasts = await asyncio.gather(*[one_client("batch%d" % b, due) for _ in range(share)])
+        lasts = await asyncio.gather(*[one_client("batch%d" % b, own, due) for own in bodies[b]])
         due = await sync.latest(max((r.finish for r in lasts), default=due))
 
 
 async def poisson(client, args, gaps, sync):
     """This process's arrivals `gaps` (seconds after the warm-up finished)."""
+    warm_body = client.body(WARMUP_PROMPT, WARMUP_OUTPUTS)
+    bodies = [client.body(args.prompt_tokens, args.output_tokens) for _ in gaps]
     ready = await sync.latest(client.now())
     warm_finish = 0.0
     if sync.index == 0:
-        warm = await client.request("warmup", WARMUP_PROMPT, WARMUP_OUTPUTS, ready)
+        warm = await client.request("warmup", warm_body, ready)
         warm_finish = warm.finish
     start = await sync.latest(warm_finish)
-    await asyncio.gather(*[client.request(tag, args.prompt_tokens, args.output_tokens,
-                                          start + t) for tag, t in gaps])
+    await asyncio.gather(*[client.request(tag, body, start + t)
+                           for (tag, t), body in zip(gaps, bodies)])
 
 
 async def run_part(args, part, sync):

@@ -83,6 +83,23 @@ class Chunks(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "boom"):
             load.Tally().on_data(json.dumps({"error": {"message": "boom"}}), 0.0)
 
+    def test_events_survive_any_split_of_the_bytes(self):
+        text = b'data: {"a":1}\n\n: ping\n\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\n'
+        whole = ['{"a":1}', "x\ny", "[DONE]"]
+        for cut in range(len(text) + 1):
+            events = load.SseEvents()
+            got = events.push(text[:cut]) + events.push(text[cut:]) + events.finish()
+            self.assertEqual(got, whole, "cut at %d" % cut)
+        events = load.SseEvents()
+        self.assertEqual(events.push(b"data: tail"), [])
+        self.assertEqual(events.finish(), ["tail"])
+
+    def test_a_chunk_of_several_tokens_is_one_gap_as_vllm_counts_it(self):
+        # Deliveries at 1.0, 1.5 (three tokens in one chunk) and 2.25 s.
+        r = load.Record(0, "x", 0.5, [1.0, 1.5, 1.5, 1.5, 2.25], 2.25, 0, 5)
+        self.assertEqual(r.ttft_ms(), 500.0)
+        self.assertEqual(r.itls_ms(), [500.0, 750.0])
+
     def test_sse_framing_joins_data_lines_and_skips_comments(self):
         lines = [b"data: {\"a\":1}\n", b"\n", b": comment\n", b"data: x\r\n", b"data: y\n",
                  b"\n", b"data: [DONE]"]
@@ -267,6 +284,12 @@ class LoadOverHttp(unittest.TestCase):
         self.assertEqual((row["max_num_seqs"], row["concurrency"], row["measured_batches"]),
                          (2, 3, 2))
         self.assertTrue(all(len(r.token_times) == r.max_tokens for r in records))
+        for r in records:
+            # The clock starts at the POST (after the due time), or at the due time of a
+            # request that waited for a place; the stub waits 2 ms before a token.
+            self.assertGreaterEqual(r.arrival, r.due)
+            self.assertGreater(r.ttft_ms(), 1.5)
+        self.assertTrue(any(r.arrival == r.due for r in records), "3 clients under a cap of 2")
         self.assertGreater(row["itl_median_ms"], 1.0)
         self.assertFalse(math.isnan(row["throughput_tok_s"]))
 

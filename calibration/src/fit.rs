@@ -9,7 +9,9 @@
 //! zero cost for a batch larger than any it was measured on. The dense and
 //! LM-head curves are fitted as non-negative increments, so they never fall.
 
-use crate::features::{features, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES};
+use crate::features::{
+    features, CHUNK_KV, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES,
+};
 use crate::nnls::nnls;
 use crate::profile::{CostProfile, Provenance};
 use engine::BatchShape;
@@ -123,6 +125,11 @@ pub fn fit(
 
     provenance.samples = usable.len();
     let mut profile = CostProfile::from_coefficients(&coefficients, gpu, model, provenance);
+    // Without a short chunk over cached context among the samples its keys
+    // are priced as a decode's, not free.
+    if !exercised(CHUNK_KV) {
+        profile.chunk_s_per_kv_token = None;
+    }
     let holdout_errors_pct: Vec<f64> = held
         .iter()
         .map(|s| relative_error_pct(profile.step_seconds(&s.shape), s.seconds))

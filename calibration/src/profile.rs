@@ -13,8 +13,8 @@
 //! their errors start with the file's path or the name the caller gives.
 
 use crate::features::{
-    features, DECODE_KV, DECODE_SEQ, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START, NUM_FEATURES,
-    PREFILL_KEYS, PREFILL_PAIRS, PREFILL_SEQ,
+    features, CHUNK_KV, DECODE_KV, DECODE_SEQ, DENSE_KNOTS, DENSE_START, LM_KNOTS, LM_START,
+    NUM_FEATURES, PREFILL_KEYS, PREFILL_PAIRS, PREFILL_SEQ,
 };
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};
@@ -113,6 +113,12 @@ pub struct CostProfile {
     /// profiles written before this term existed.
     #[serde(default)]
     pub prefill_s_per_key: f64,
+    /// Per key a short chunk over a cached context reads on the decode
+    /// path (`features::CHUNK_KV`); absent in profiles fitted before this
+    /// term or on samples without such a chunk, which price those keys as
+    /// a decode's (`decode_s_per_kv_token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_s_per_kv_token: Option<f64>,
 }
 
 impl CostProfile {
@@ -145,6 +151,7 @@ impl CostProfile {
             prefill_s_per_qk_pair: c[PREFILL_PAIRS],
             prefill_s_per_seq: c[PREFILL_SEQ],
             prefill_s_per_key: c[PREFILL_KEYS],
+            chunk_s_per_kv_token: Some(c[CHUNK_KV]),
         }
     }
 
@@ -164,6 +171,9 @@ impl CostProfile {
         c[PREFILL_PAIRS] = self.prefill_s_per_qk_pair;
         c[PREFILL_SEQ] = self.prefill_s_per_seq;
         c[PREFILL_KEYS] = self.prefill_s_per_key;
+        c[CHUNK_KV] = self
+            .chunk_s_per_kv_token
+            .unwrap_or(self.decode_s_per_kv_token);
         c
     }
 
@@ -242,6 +252,10 @@ impl CostProfile {
             ("prefill_s_per_qk_pair", self.prefill_s_per_qk_pair),
             ("prefill_s_per_seq", self.prefill_s_per_seq),
             ("prefill_s_per_key", self.prefill_s_per_key),
+            (
+                "chunk_s_per_kv_token",
+                self.chunk_s_per_kv_token.unwrap_or(0.0),
+            ),
         ];
         let knots = self
             .dense

@@ -68,6 +68,7 @@ pub fn transfer(measured: &CostProfile, target: &GpuSpec) -> CostProfile {
     out.decode_s_per_kv_token *= bandwidth_ratio;
     out.prefill_s_per_qk_pair *= flops_ratio;
     out.prefill_s_per_key *= bandwidth_ratio;
+    out.chunk_s_per_kv_token = measured.chunk_s_per_kv_token.map(|c| c * bandwidth_ratio);
     if from != target {
         out.provenance.method = format!(
             "transferred from {} ({}) to {}",

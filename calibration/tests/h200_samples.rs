@@ -49,20 +49,20 @@ fn provenance() -> Provenance {
 
 #[test]
 fn refit_of_the_h200_grid_is_accurate_and_its_curves_never_fall() {
-    let fitted = fit(
-        &h200_samples(),
-        h200(),
-        ModelShape::qwen3_0_6b(),
-        provenance(),
-    )
-    .unwrap();
+    let samples = h200_samples();
+    let fitted = fit(&samples, h200(), ModelShape::qwen3_0_6b(), provenance()).unwrap();
     let p = &fitted.profile;
     eprintln!(
         "held-out median {:.2} %, p90 {:.2} %",
         p.provenance.holdout_error_pct_median, p.provenance.holdout_error_pct_p90
     );
-    // These points score 5.5 % and 12.4 % (the shipped profile's provenance).
-    // Earlier calibrations that day, of earlier engines on other lent H200s,
+    // These points scored 5.5 % and 12.4 % (the shipped profile's provenance)
+    // when a short chunk's keys shared the decodes' coefficient; with a
+    // coefficient of their own (features::CHUNK_KV) 6.6 % and 11.7 %: the
+    // eager-step constant no longer bends to those chunks, which moves
+    // held-out points of other shapes by 1 to 2 points either way, and the
+    // chunks themselves, 7 to 11 % over at 2,000 to 3,000 cached before, are
+    // priced within 3 % (asserted below). Earlier calibrations that day, of earlier engines on other lent H200s,
     // scored from 3.9 % / 9.0 % to 6.2 % / 17.1 %. The p90 comes from host-bound
     // eager steps: in these points 24 decodes at context 3,000 (17 % over the
     // fit) and a 64-token prefill beside one decode (16 %). Their launches
@@ -72,8 +72,24 @@ fn refit_of_the_h200_grid_is_accurate_and_its_curves_never_fall() {
     // follows.
     // Validation on real runs with this profile: every step priced within
     // 1.2 % median, 2.3 % p90 (results/h200/VALIDATION.md).
-    assert!(p.provenance.holdout_error_pct_median < 6.0);
-    assert!(p.provenance.holdout_error_pct_p90 < 13.0);
+    assert!(p.provenance.holdout_error_pct_median < 7.0);
+    assert!(p.provenance.holdout_error_pct_p90 < 12.5);
+    let tile = calibration::features::tile_tokens(&ModelShape::qwen3_0_6b());
+    let chunks: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| {
+            s.shape
+                .seqs
+                .iter()
+                .all(|q| !q.is_decode() && calibration::features::on_decode_path(q, tile))
+        })
+        .collect();
+    assert_eq!(chunks.len(), 8, "16 and 32 tokens over 512 to 3,000 cached");
+    for s in chunks {
+        let predicted = sim::CostModel::step_seconds(p, &s.shape);
+        let error = (predicted / s.seconds - 1.0).abs() * 100.0;
+        assert!(error < 3.0, "{:?}: {error:.1} %", s.shape);
+    }
     for curve in [&p.dense, &p.lm_head] {
         for w in curve.windows(2) {
             assert!(w[1].seconds >= w[0].seconds, "{curve:?}");

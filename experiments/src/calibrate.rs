@@ -19,7 +19,8 @@
 //!
 //! `--refit PROFILE.ron` measures nothing: it fits the grid points measured
 //! for that profile (`--samples`, default `PROFILE.samples.csv`; they must
-//! match `--grid`) with the current cost model, keeps the profile's device,
+//! match `--grid`, or, for a profile calibrated with `--endpoint`, be its
+//! probe points) with the current cost model, keeps the profile's device,
 //! model label, engine commit, date and GPU, and records the refit in its
 //! `method`. No GPU needed.
 
@@ -32,6 +33,10 @@ use anyhow::Context;
 use calibration::fit::{relative_error_pct, HOLDOUT_EVERY};
 use calibration::{fit, measure, CostProfile, Grid, Provenance, Sample};
 use clap::{Args, ValueEnum};
+
+/// How the provenance of a profile calibrated with `--endpoint` names its
+/// device (followed by the URL).
+pub const ENDPOINT_DEVICE: &str = "endpoint ";
 use engine::date::utc_now;
 use engine::BatchShape;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -356,9 +361,14 @@ fn refit(args: &CalibrateArgs, old: &Path, grid: &Grid, model: ModelShape) -> an
     let csv = args.samples.clone().unwrap_or_else(|| samples_path(old));
     let text =
         std::fs::read_to_string(&csv).with_context(|| format!("reading {}", csv.display()))?;
-    let samples =
-        calibration::samples_from_csv(&text, &csv, grid).context("the samples against --grid")?;
     let p = &previous.provenance;
+    // A profile calibrated from outside was fitted on probe points, not a grid.
+    let samples = if p.device.starts_with(ENDPOINT_DEVICE) {
+        crate::calibrate_endpoint::samples_from_csv(&text, &csv)
+            .context("the endpoint probe points")?
+    } else {
+        calibration::samples_from_csv(&text, &csv, grid).context("the samples against --grid")?
+    };
     let provenance = Provenance {
         method: format!(
             "refit at commit {} of the points measured for engine {} on {}",

@@ -11,14 +11,18 @@
 //!
 //! The profile's provenance names the endpoint, the probes and the
 //! held-out error; its GPU is `--gpu` (default h200-sxm), the datasheet a
-//! transfer would start from, and its model shape `--model`'s.
+//! transfer would start from, and its model shape `--model`'s. Its
+//! `.samples.csv` reads back as probe points ([`samples_from_csv`]), so
+//! `exp calibrate --refit` fits them again without the server.
 
 mod probes;
+mod saved;
 
 pub use probes::{probes, sample, script, Probe, ASSUMED_BUDGET, REPEATS};
+pub use saved::{samples_from_csv, SavedSamplesError, PACE_CONTEXT};
 
 use crate::backend::{Backend, EndpointBackend, EndpointSpec, LoadedModel, ModelChoice};
-use crate::calibrate::{write_fit, CalibrateArgs};
+use crate::calibrate::{write_fit, CalibrateArgs, ENDPOINT_DEVICE};
 use crate::output::git_commit;
 use anyhow::{bail, Context};
 use calibration::{fit, Provenance, Sample};
@@ -107,7 +111,7 @@ pub fn run(args: &CalibrateArgs, url: &str) -> anyhow::Result<()> {
     let samples = measure(&backend, 0, &bar)?;
     bar.finish_and_clear();
     let provenance = Provenance {
-        device: format!("endpoint {}", backend.url()),
+        device: format!("{ENDPOINT_DEVICE}{}", backend.url()),
         model: backend.model_name().to_string(),
         engine_commit: git_commit(),
         date: utc_now(),

@@ -39,9 +39,16 @@ impl RequestRecord {
     pub fn ttft_s(&self) -> Option<f64> {
         self.token_times_s.first().map(|t| t - self.arrival_s)
     }
-    /// Gaps between consecutive output tokens.
+    /// Gaps between consecutive deliveries of output tokens. Tokens with
+    /// one time were delivered together (the k tokens of one streamed chunk
+    /// over HTTP) and make one gap, the time since the previous delivery, as
+    /// vLLM's benchmark_serving counts a chunk; an engine in this process
+    /// delivers one token of a request per step, so there every gap counts.
     pub fn itls_s(&self) -> impl Iterator<Item = f64> + '_ {
-        self.token_times_s.windows(2).map(|w| w[1] - w[0])
+        self.token_times_s
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .filter(|gap| *gap != 0.0)
     }
     pub fn output_tokens(&self) -> usize {
         self.token_times_s.len()
@@ -103,5 +110,41 @@ impl RunRecords {
         } else {
             self.prefix_cache_hits as f64 / self.prefix_cache_queries as f64
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(times: &[f64]) -> RequestRecord {
+        RequestRecord {
+            id: 0,
+            tag: String::new(),
+            arrival_s: 0.5,
+            prompt_tokens: 4,
+            max_tokens: times.len(),
+            cached_tokens: 0,
+            preemptions: 0,
+            token_times_s: times.to_vec(),
+            finish_s: times.last().copied(),
+            finish_reason: "length".into(),
+        }
+    }
+
+    #[test]
+    fn tokens_delivered_together_make_one_gap() {
+        // Deliveries at 1.0, 1.5 (three tokens in one chunk) and 2.25.
+        let r = record(&[1.0, 1.5, 1.5, 1.5, 2.25]);
+        assert_eq!(r.ttft_s(), Some(0.5));
+        assert_eq!(r.itls_s().collect::<Vec<_>>(), [0.5, 0.75]);
+        assert_eq!(r.output_tokens(), 5);
+    }
+
+    #[test]
+    fn one_token_per_step_counts_every_gap() {
+        let r = record(&[1.0, 1.25, 1.75]);
+        assert_eq!(r.itls_s().collect::<Vec<_>>(), [0.25, 0.5]);
+        assert_eq!(record(&[1.0]).itls_s().count(), 0);
     }
 }

@@ -54,8 +54,11 @@ pub struct EndpointMeta {
     pub cached_tokens: String,
 }
 
-const MEASURED: &str = "on the client: arrival = when the script sends the request; a token's \
-    time = arrival of the SSE chunk carrying it (k tokens in one chunk share its time)";
+const MEASURED: &str = "on the client, as vLLM's benchmark_serving: arrival = right before the \
+    POST goes out (the due time if the request waited for a place under max_num_seqs); a \
+    token's time = when the client read the SSE chunk carrying it; TTFT at the first chunk \
+    with a token; one inter-token gap per later chunk with tokens (k tokens in one chunk share \
+    its time and make one gap)";
 const STEPS: &str = "not observable from outside the server: no steps.csv";
 const ENGINE_OPTIONS: &str = "the server's own, except max_num_seqs (a client-side cap on \
     requests in flight) and enable_prefix_caching=false (a cache salt per request)";

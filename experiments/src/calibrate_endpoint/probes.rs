@@ -44,8 +44,8 @@ const MIN_WINDOW_STEPS: usize = 8;
 /// jitters by a few tenths of a millisecond).
 pub const REPEATS: usize = 3;
 /// Prompt and outputs of the pace request.
-const PACE_PROMPT: usize = 16;
-const PACE_OUTPUTS: usize = 160;
+pub const PACE_PROMPT: usize = 16;
+pub const PACE_OUTPUTS: usize = 160;
 /// Outputs of the starter, so the pace decodes steadily when the measured
 /// request arrives.
 const STARTER_OUTPUTS: usize = 4;
@@ -80,7 +80,9 @@ pub fn probes() -> Vec<Probe> {
             out.push(Probe::Prefill { tokens });
         }
         for prefix in [256, 1024, 2048, 3072] {
-            for new in [16, 64, 256, 512] {
+            // 32: the longest chunk a cached prefix sends down the decode
+            // path (a tile of Qwen3's), prefix_cache's warm requests.
+            for new in [16, 32, 64, 256, 512] {
                 out.push(Probe::Cached { prefix, new });
             }
         }

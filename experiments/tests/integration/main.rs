@@ -17,6 +17,7 @@ mod plan_parts;
 mod plan_shard;
 mod plan_steady;
 mod real_mode;
+mod refit_endpoint;
 mod router_sweep;
 mod run_output;
 mod run_shard;

@@ -5,10 +5,12 @@
 //! with or without a trailing `/` or `/v1`); every route is under `/v1`.
 //! [`Http::models`] reads `GET /v1/models` (ids, and vLLM's `max_model_len`
 //! when listed). [`Http::stream_completion`] posts a body made by
-//! [`completion_body`] and stamps every chunk with its arrival on the
-//! caller's clock ([`super::sse`] counts its tokens). A connection left
-//! without a byte for [`READ_IDLE`] is a failure, not a hang. One client
-//! (its connection pool) serves every concurrent stream.
+//! [`completion_body`], stamps the moment right before the POST goes out
+//! (where vLLM's benchmark_serving starts a request's clock) and every
+//! chunk when it is read, on the caller's clock ([`super::sse`] counts its
+//! tokens). A connection left without a byte for [`READ_IDLE`] is a
+//! failure, not a hang. One client (its connection pool) serves every
+//! concurrent stream.
 
 use super::error::{error_message, transport_message, EndpointError, RequestFailure};
 use super::sse::{SseFramer, StreamTally, Streamed};
@@ -30,6 +32,14 @@ pub struct ServedModel {
     pub id: String,
     /// vLLM lists it; other servers may not.
     pub max_model_len: Option<usize>,
+}
+
+/// One streamed completion: when its POST went out, and what the stream
+/// showed (times in seconds on the caller's clock).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exchange {
+    pub sent_s: f64,
+    pub streamed: Streamed,
 }
 
 /// The client of one server.
@@ -147,16 +157,17 @@ impl Http {
         &self,
         body: &Value,
         start: Instant,
-    ) -> Result<Streamed, RequestFailure> {
+    ) -> Result<Exchange, RequestFailure> {
         let transport = |e: reqwest::Error| RequestFailure::Transport(transport_message(&e));
-        let response = self
+        let request = self
             .client
             .post(self.route("completions"))
             .header(CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(transport)?;
+            .body(body.to_string());
+        // vLLM's benchmark_serving starts a request's clock here, right
+        // before the POST goes out (after the body is built).
+        let sent_s = start.elapsed().as_secs_f64();
+        let response = request.send().await.map_err(transport)?;
         let status = response.status();
         if !status.is_success() {
             let text = response.text().await.unwrap_or_default();
@@ -181,19 +192,22 @@ impl Http {
         let mut framer = SseFramer::default();
         let mut tally = StreamTally::default();
         let mut bytes = response.bytes_stream();
-        let mut now = 0.0;
         while let Some(piece) = bytes.next().await {
             let piece = piece.map_err(transport)?;
-            // Every event of one read arrived together.
-            now = start.elapsed().as_secs_f64();
+            // Each event is stamped when it is read, as vLLM's client stamps
+            // each line: two chunks that came in one read are two
+            // deliveries, and only the tokens of one chunk share a time.
             for data in framer.push(&piece) {
-                tally.on_data(&data, now)?;
+                tally.on_data(&data, start.elapsed().as_secs_f64())?;
             }
         }
         if let Some(data) = framer.finish() {
-            tally.on_data(&data, now)?;
+            tally.on_data(&data, start.elapsed().as_secs_f64())?;
         }
-        tally.finish()
+        Ok(Exchange {
+            sent_s,
+            streamed: tally.finish()?,
+        })
     }
 }
 

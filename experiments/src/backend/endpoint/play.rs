@@ -6,17 +6,20 @@
 //! (a closed loop's next request is due when the previous one's stream
 //! ends). A due request waits for a place under [`Policy::max_in_flight`]
 //! (FIFO), then streams; every stream is its own task, so hundreds run at
-//! once. A request's record has the due time as its arrival, the client's
-//! arrival time of each of its tokens ([`super::sse`]) and the server's
-//! `cached_tokens`; preemptions cannot be seen from outside and are 0.
+//! once. A request's record has as its arrival the moment right before its
+//! POST went out, as vLLM's benchmark_serving starts the clock, or, when it
+//! had to wait for a place under the cap, the time it was due (that wait
+//! stands for the engine's queue, which an engine's TTFT counts); the
+//! client's read time of each of its tokens ([`super::sse`]) and the
+//! server's `cached_tokens`; preemptions cannot be seen from outside and
+//! are 0.
 //! The first failed request ends the condition with its error; the streams
 //! still open are dropped, which closes their connections (a vLLM server
 //! then aborts them).
 
-use super::client::{completion_body, Http};
+use super::client::{completion_body, Exchange, Http};
 use super::error::{EndpointError, RequestFailure};
 use super::options::{Policy, Salts};
-use super::sse::Streamed;
 use crate::backend::ProgressEvent;
 use crate::script::{Script, ScriptWorkload};
 use sim::{Arrival, RequestRecord, RunRecords, Workload};
@@ -43,7 +46,9 @@ struct Sent {
     max_tokens: usize,
 }
 
-type Outcome = (u64, Result<Streamed, RequestFailure>);
+/// A stream's end: the request's id, whether it waited for a place, and
+/// what was exchanged.
+type Outcome = (u64, bool, Result<Exchange, RequestFailure>);
 
 /// The streams of one condition, and what each one's record will need.
 struct Streams<'a> {
@@ -81,10 +86,19 @@ impl Streams<'_> {
         );
         let (http, gate, start) = (self.http.clone(), self.gate.clone(), self.start);
         let handle = self.tasks.spawn(async move {
-            tokio::time::sleep_until(start + Duration::from_secs_f64(due_s.max(0.0))).await;
+            let due = start + Duration::from_secs_f64(due_s.max(0.0));
+            // The timer rounds a deadline up to its next millisecond tick,
+            // even one already past: a closed loop's next request, due when
+            // the previous one finished, would go out about 1 ms late.
+            if due > Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
             // Held until the stream ends; the semaphore is never closed.
-            let _place = gate.acquire_owned().await;
-            (id, http.stream_completion(&body, start).await)
+            let (_place, waited) = match gate.clone().try_acquire_owned() {
+                Ok(place) => (Ok(place), false),
+                Err(_) => (gate.acquire_owned().await, true),
+            };
+            (id, waited, http.stream_completion(&body, start).await)
         });
         self.ids.insert(handle.id(), id);
     }
@@ -96,7 +110,7 @@ impl Streams<'_> {
             Ok((_, outcome)) => outcome,
             Err(e) => {
                 let id = self.ids.get(&e.id()).copied().unwrap_or(u64::MAX);
-                (id, Err(RequestFailure::Task(e.to_string())))
+                (id, false, Err(RequestFailure::Task(e.to_string())))
             }
         })
     }
@@ -127,19 +141,19 @@ pub async fn play(
     }
     let mut records = RunRecords::default();
     let mut without_cached_tokens = 0;
-    while let Some((id, result)) = streams.next().await {
+    while let Some((id, waited, result)) = streams.next().await {
         let Some(request) = streams.sent.remove(&id) else {
             continue;
         };
         // Returning drops the other tasks, and with them their connections.
-        let streamed = result.map_err(|failure| EndpointError::Request {
+        let exchange = result.map_err(|failure| EndpointError::Request {
             id,
             tag: request.tag.clone(),
             failure,
         })?;
-        without_cached_tokens += usize::from(streamed.cached_tokens.is_none());
-        let finish_s = streamed.finish_s;
-        records.requests.push(record(id, request, streamed));
+        without_cached_tokens += usize::from(exchange.streamed.cached_tokens.is_none());
+        let finish_s = exchange.streamed.finish_s;
+        records.requests.push(record(id, request, waited, exchange));
         observe(ProgressEvent {
             requests_done: records.requests.len(),
             steps: 0,
@@ -167,11 +181,14 @@ pub async fn play(
     })
 }
 
-fn record(id: u64, sent: Sent, streamed: Streamed) -> RequestRecord {
+/// The record of request `id`; its arrival is where its TTFT clock starts:
+/// the POST, or the due time of a request that waited for a place.
+fn record(id: u64, sent: Sent, waited: bool, exchange: Exchange) -> RequestRecord {
+    let Exchange { sent_s, streamed } = exchange;
     RequestRecord {
         id,
         tag: sent.tag,
-        arrival_s: sent.due_s,
+        arrival_s: if waited { sent.due_s } else { sent_s },
         prompt_tokens: sent.prompt_tokens,
         max_tokens: sent.max_tokens,
         cached_tokens: streamed.cached_tokens.unwrap_or(0),
@@ -181,3 +198,7 @@ fn record(id: u64, sent: Sent, streamed: Streamed) -> RequestRecord {
         finish_reason: streamed.finish_reason,
     }
 }
+
+#[cfg(test)]
+#[path = "timing_tests.rs"]
+mod tests;

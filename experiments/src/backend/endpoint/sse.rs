@@ -16,11 +16,14 @@
 //! chunk of `include_usage`): tokens the chunks did not show are stamped at
 //! the last chunk that carried text, surplus ones dropped from the end.
 //!
-//! Gaps: the k tokens of one chunk are all stamped at the chunk's arrival,
-//! which is when the client got them, so the first carries the whole gap
-//! since the previous chunk and the other k − 1 gaps are 0. (vLLM sends one
-//! chunk per engine step unless the client reads too slowly and chunks
-//! merge; zero gaps in `requests.csv` show where that happened.)
+//! Gaps: the k tokens of one chunk are all stamped at the chunk's time,
+//! which is when the client read it, and make one gap, the time since the
+//! previous chunk (`RequestRecord::itls_s` counts tokens sharing a time as
+//! one delivery), as vLLM's benchmark_serving appends one ITL per chunk. A
+//! chunk without tokens (a closing chunk with only `finish_reason`, the
+//! usage chunk) stamps none. (vLLM sends one chunk per engine step unless
+//! the client reads too slowly and chunks merge; equal token times in
+//! `requests.csv` show where that happened.)
 
 use super::error::{excerpt, RequestFailure};
 use serde_json::Value;
