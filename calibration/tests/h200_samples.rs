@@ -62,8 +62,9 @@ fn refit_of_the_h200_grid_is_accurate_and_its_curves_never_fall() {
     // eager-step constant no longer bends to those chunks, which moves
     // held-out points of other shapes by 1 to 2 points either way, and the
     // chunks themselves, 7 to 11 % over at 2,000 to 3,000 cached before, are
-    // priced within 3 % (asserted below). Earlier calibrations that day, of earlier engines on other lent H200s,
-    // scored from 3.9 % / 9.0 % to 6.2 % / 17.1 %. The p90 comes from host-bound
+    // priced within 3 % (asserted below). Earlier calibrations that day, of
+    // earlier engines on other lent H200s, scored from 3.9 % / 9.0 % to
+    // 6.2 % / 17.1 %. The p90 comes from host-bound
     // eager steps: in these points 24 decodes at context 3,000 (17 % over the
     // fit) and a 64-token prefill beside one decode (16 %). Their launches
     // take longer than their GPU work, and the lent machines differ there (a
