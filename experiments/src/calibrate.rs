@@ -91,7 +91,10 @@ pub struct CalibrateArgs {
     /// sizes and SM counts, through engine-bench, fitted into an operator
     /// profile (`--cost-model operators --operator-profile OUT`;
     /// calibrate_operators.rs). The H200 only.
-    #[arg(long, conflicts_with_all = ["endpoint", "refit"])]
+    #[arg(
+        long,
+        conflicts_with_all = ["endpoint", "refit", "model", "backend", "sm_count", "grid", "reps", "warmup"]
+    )]
     pub operators: bool,
     /// With --operators: the engine-bench to run (default: the one beside exp).
     #[arg(long, value_name = "PATH", requires = "operators")]

@@ -97,6 +97,23 @@ fn calibrate_operators_measures_through_engine_bench_fits_and_keeps_what_it_meas
 }
 
 #[test]
+fn a_single_runner_option_beside_operators_is_a_usage_error() {
+    let dir = scratch("calibrate_operators_usage");
+    for extra in [["--model", "qwen3-8b"], ["--sm-count", "16"]] {
+        let run = Command::new(env!("CARGO_BIN_EXE_exp"))
+            .args(["calibrate", "--operators", "--out"])
+            .arg(dir.join("x.ron"))
+            .args(extra)
+            .output()
+            .expect("exp runs");
+        assert!(!run.status.success(), "{extra:?}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains("cannot be used with"), "{err}");
+    }
+    assert!(!dir.join("x.measured").exists());
+}
+
+#[test]
 fn a_failing_engine_bench_is_an_error_that_points_at_its_log() {
     let dir = scratch("calibrate_operators_fails");
     let bench = dir.join("engine-bench");
