@@ -6,9 +6,11 @@
 //! attention) and the attention kernels; then the final norm and the LM head
 //! over the sampled rows. A short prompt chunk over cached context runs on the
 //! decode path ([`engine::short_chunk_on_decode_path`]), as in the runner.
+//! In a decode graph a skinny product's weights stream while the kernel
+//! before it runs ([`prefetched`]).
 
 use super::attention;
-use super::gemm::{copy_seconds, gemm_time, smooth_max, Gemm, GemmKernel};
+use super::gemm::{copy_seconds, gemm_time, smooth_max, Gemm, GemmKernel, OperatorTime};
 use super::{OperatorParams, StepTime};
 use engine::gemm_padded_rows;
 use engine::runner::attention_choice::graph_bucket;
@@ -133,6 +135,21 @@ pub fn power_limited(p: &OperatorParams, gpu: &GpuSpec, seconds: f64, flops: f64
     p.power_window + (flops - rate * p.power_window) / cap
 }
 
+/// Seconds of a product's weight stream that the kernel before it hides:
+/// in a decode graph the skinny kernel prefetches its weights into the L2
+/// before it waits for that kernel (programmatic dependent launch,
+/// skinny_gemm.cu), so as much of its memory time as `previous` lasts
+/// overlaps it. Taken to fit in the L2: the skinny rule holds a product to
+/// 64 K weights an SM, at most 17 MB on the H200 (50 MB of L2); a GPU whose
+/// L2 holds less (GA102's 6 MB) is not modelled. cuBLAS's kernels wait first.
+pub fn prefetched(t: &OperatorTime, kernel: GemmKernel, graphed: bool, previous: f64) -> f64 {
+    if graphed && kernel == GemmKernel::Skinny {
+        t.memory.min(previous).max(0.0)
+    } else {
+        0.0
+    }
+}
+
 pub fn step_time(
     p: &OperatorParams,
     m: &ModelShape,
@@ -155,10 +172,25 @@ pub fn step_time(
     let tuned = graphed || rows <= PIECEWISE_MAX_TOKENS;
     let gemms = layer_gemms(m, rows);
     let gemm_flops: f64 = gemms.iter().map(Gemm::flops).sum::<f64>() * layers;
+    let attention = attention::layer_seconds(p, m, gpu, batch, graphed);
+    let elementwise: Vec<f64> = layer_elementwise(m, rows, graphed)
+        .iter()
+        .map(|k| elementwise_seconds(p, gpu, k))
+        .collect();
+    // The kernel before each product: the input norm, attention, the
+    // post-attention norm, SiLU·mul (layer_elementwise's order).
+    let norm = |i: usize| elementwise.get(i).copied().unwrap_or(0.0);
+    let before = [
+        norm(0),
+        attention,
+        norm(1),
+        elementwise.last().copied().unwrap_or(0.0),
+    ];
     let gemm: f64 = gemms
         .iter()
+        .zip(before)
         .enumerate()
-        .map(|(i, g)| {
+        .map(|(i, (g, previous))| {
             let kernel = g.kernel(gpu.sm_count, i % 2 == 1, graphed);
             // cuBLAS products run on rows padded to the runner's classes.
             let launched = match kernel {
@@ -168,7 +200,9 @@ pub fn step_time(
                     ..*g
                 },
             };
-            gemm_time(p, gpu, &launched, kernel, tuned).total
+            let t = gemm_time(p, gpu, &launched, kernel, tuned);
+            let hidden = prefetched(&t, kernel, graphed, previous);
+            t.latency + smooth_max(t.memory - hidden, t.compute, p.overlap_exponent)
         })
         .sum::<f64>()
         * layers;
@@ -182,12 +216,8 @@ pub fn step_time(
         tuned,
     )
     .total;
-    let attention = attention::layer_seconds(p, m, gpu, batch, graphed) * layers;
-    let elementwise = layers
-        * layer_elementwise(m, rows, graphed)
-            .iter()
-            .map(|k| elementwise_seconds(p, gpu, k))
-            .sum::<f64>();
+    let attention = attention * layers;
+    let elementwise = layers * elementwise.iter().sum::<f64>();
     let host = if counts.is_decode_only() {
         p.host_graph_step
     } else {
@@ -238,6 +268,41 @@ mod tests {
         assert_eq!(power_budget_sms(&slice), 132);
         let slice_flops = 0.8 * slice.bf16_flops * 10e-3;
         assert_eq!(power_limited(&p, &slice, 10e-3, slice_flops), 10e-3);
+    }
+
+    #[test]
+    fn a_skinny_product_in_a_graph_hides_its_weights_behind_the_kernel_before_it() {
+        let t = OperatorTime {
+            latency: 3e-6,
+            memory: 2e-6,
+            compute: 0.1e-6,
+            total: 5.1e-6,
+        };
+        // As much of the weight stream as the previous kernel lasts, at most all of it.
+        assert_eq!(prefetched(&t, GemmKernel::Skinny, true, 0.5e-6), 0.5e-6);
+        assert_eq!(prefetched(&t, GemmKernel::Skinny, true, 7e-6), 2e-6);
+        // Eager steps and cuBLAS wait for the previous kernel first.
+        assert_eq!(prefetched(&t, GemmKernel::Skinny, false, 7e-6), 0.0);
+        let cublas = GemmKernel::Cublas { split: 1 };
+        assert_eq!(prefetched(&t, cublas, true, 7e-6), 0.0);
+        // qwen3-0.6b's batch-1 decode (skinny products): its GEMMs cost less
+        // in the step than priced one by one.
+        let p = OperatorParams::initial();
+        let gpu = calibration_gpu();
+        let m = ModelShape::qwen3_0_6b();
+        let step = crate::operators::family::batch_of("decode", 1, 300).expect("decode");
+        let g = &layer_gemms(&m, 1)[0];
+        assert_eq!(g.kernel(gpu.sm_count, false, true), GemmKernel::Skinny);
+        let with = step_time(&p, &m, &gpu, &step).gemm;
+        let parts: f64 = layer_gemms(&m, 1)
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                gemm_time(&p, &gpu, g, g.kernel(gpu.sm_count, i % 2 == 1, true), true).total
+            })
+            .sum::<f64>()
+            * m.num_layers as f64;
+        assert!(with < parts, "{with} {parts}");
     }
 
     #[test]
