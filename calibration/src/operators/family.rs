@@ -127,6 +127,15 @@ impl<T> CheckedRow<T> {
             message,
         }
     }
+
+    /// `value` of `field` when it is a finite time above zero, else the row's error.
+    pub fn positive_time(&self, field: &'static str, value: f64) -> Result<f64, FamilyError> {
+        if value.is_finite() && value > 0.0 {
+            Ok(value)
+        } else {
+            Err(self.field(field, format!("{value} is not a positive time")))
+        }
+    }
 }
 
 /// Every row of `path` (measured on `whole`, the H200), checked; the first
@@ -195,12 +204,7 @@ pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<FamilyPoint>, FamilyErro
         let row = &c.row;
         let step = batch_of(&row.kind, row.batch, row.tokens)
             .ok_or_else(|| c.field("kind", format!("{:?} is not decode or prefill", row.kind)))?;
-        if !(row.ms_median.is_finite() && row.ms_median > 0.0) {
-            return Err(c.field(
-                "ms_median",
-                format!("{} is not a positive time", row.ms_median),
-            ));
-        }
+        c.positive_time("ms_median", row.ms_median)?;
         out.push(FamilyPoint {
             model: row.model.clone(),
             shape: ModelShape::from_qwen3(&c.config),

@@ -70,10 +70,7 @@ pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GemmPoint>, FamilyError>
         if row.splits == 0 {
             return Err(c.field("splits", "0 slices; at least 1".into()));
         }
-        let us = row.gemm_ex_us.min(row.best_lt_us);
-        if !(us.is_finite() && us > 0.0) {
-            return Err(c.field("gemm_ex_us", format!("{us} is not a positive time")));
-        }
+        let us = c.positive_time("gemm_ex_us", row.gemm_ex_us.min(row.best_lt_us))?;
         out.push(GemmPoint {
             model: row.model.clone(),
             gpu: c.gpu.clone(),
