@@ -92,15 +92,16 @@ impl Plan {
                 "--slice-models names {m}, which --models does not: every size is measured on the whole GPU too"
             );
         }
-        let measured: Vec<u32> = calibration::operators::family::H200_COPY_TB_S
+        let whole = calibration::datasheet::lookup(GPU)?.sm_count;
+        let slices: Vec<u32> = calibration::operators::family::H200_COPY_TB_S
             .iter()
             .map(|(n, _)| *n)
+            .filter(|&n| n < whole)
             .collect();
         for &n in &self.sm_counts {
             anyhow::ensure!(
-                measured.contains(&(n as u32)) && n < 132,
-                "--sm-counts {n}: the fit knows the copy bandwidth of the H200's slices of {:?} SMs only",
-                &measured[..measured.len() - 1]
+                slices.contains(&(n as u32)),
+                "--sm-counts {n}: the fit knows the copy bandwidth of the H200's slices of {slices:?} SMs only"
             );
         }
         Ok(())
