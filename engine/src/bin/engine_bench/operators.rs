@@ -72,14 +72,10 @@ pub(crate) fn append_rows(
     Ok(ok)
 }
 
-fn model_cell(info: &RunInfo) -> String {
-    info.model.replace([',', '"', '\n'], " ")
-}
-
 fn group_row(info: &RunInfo, bandwidth_tb_s: f64, case: &str, variant: &str, s: f64) -> String {
     format!(
         "{},{},{bandwidth_tb_s:.2},{case},{variant},{:.4},{},{}\n",
-        model_cell(info),
+        info.model_cell(),
         info.sm_count,
         s * 1e3,
         info.date,
@@ -94,7 +90,7 @@ fn shape_row(info: &RunInfo, t: &GemmTuneReport) -> Option<String> {
     let _ = writeln!(
         s,
         "{},{},{},{},{},{},{ex:.3},{lt:.3},{},{},{}",
-        model_cell(info),
+        info.model_cell(),
         info.sm_count,
         t.m,
         t.n,

@@ -47,6 +47,12 @@ pub(crate) struct RunInfo {
 }
 
 impl RunInfo {
+    /// The model as one CSV cell: a model given as a directory may hold a
+    /// comma or a quote, which would split it.
+    pub fn model_cell(&self) -> String {
+        self.model.replace([',', '"', '\n'], " ")
+    }
+
     /// One row (with its newline): a step of `kind` (`decode` or `prefill`)
     /// at `batch` sequences and `tokens` (the decode context, or the prompt),
     /// `seconds` at the median, `produced` tokens per step.
@@ -59,11 +65,10 @@ impl RunInfo {
         produced: usize,
     ) -> String {
         let mut s = String::new();
-        // A model given as a directory may hold a comma; the cell keeps it whole.
-        let model = self.model.replace([',', '"', '\n'], " ");
         let _ = writeln!(
             s,
-            "{model},{},{kind},{batch},{tokens},{:.4},{:.1},{},{}",
+            "{},{},{kind},{batch},{tokens},{:.4},{:.1},{},{}",
+            self.model_cell(),
             self.sm_count,
             seconds * 1e3,
             produced as f64 / seconds,
