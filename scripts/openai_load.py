@@ -468,18 +468,24 @@ class ProcessSync:
         return max(self.slots[base:base + self.processes])
 
 
+async def warm_up(client, warm_body, sync):
+    """One warm-up request (from the first process, once every process is
+    ready); the time all processes start from, after it finished."""
+    ready = await sync.latest(client.now())
+    warm_finish = 0.0
+    if sync.index == 0:
+        warm = await client.request("warmup", warm_body, ready)
+        warm_finish = warm.finish
+    return await sync.latest(warm_finish)
+
+
 async def closed_loop(client, args, share, sync):
     """This process's `share` of the clients; the batches start together on all."""
     warm_body = client.body(WARMUP_PROMPT, WARMUP_OUTPUTS)
     bodies = [[[client.body(args.prompt_tokens, args.output_tokens)
                 for _ in range(REQUESTS_PER_CLIENT)] for _ in range(share)]
               for _ in range(args.batches)]
-    ready = await sync.latest(client.now())
-    warm_finish = 0.0
-    if sync.index == 0:
-        warm = await client.request("warmup", warm_body, ready)
-        warm_finish = warm.finish
-    due = await sync.latest(warm_finish)
+    due = await warm_up(client, warm_body, sync)
 
     async def one_client(tag, own, due):
         last = None
@@ -497,12 +503,7 @@ async def poisson(client, args, gaps, sync):
     """This process's arrivals `gaps` (seconds after the warm-up finished)."""
     warm_body = client.body(WARMUP_PROMPT, WARMUP_OUTPUTS)
     bodies = [client.body(args.prompt_tokens, args.output_tokens) for _ in gaps]
-    ready = await sync.latest(client.now())
-    warm_finish = 0.0
-    if sync.index == 0:
-        warm = await client.request("warmup", warm_body, ready)
-        warm_finish = warm.finish
-    start = await sync.latest(warm_finish)
+    start = await warm_up(client, warm_body, sync)
     await asyncio.gather(*[client.request(tag, body, start + t)
                            for (tag, t), body in zip(gaps, bodies)])
 
