@@ -45,11 +45,16 @@ fi
         src = results.display()
     );
     let path = dir.join("engine-bench");
-    std::fs::write(&path, script).expect("write the stand-in");
-    let mut perm = std::fs::metadata(&path).expect("stand-in").permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&path, perm).expect("make it executable");
+    write_executable(&path, &script);
     path
+}
+
+/// Writes `text` to `path` as an executable script.
+fn write_executable(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write the script");
+    let mut perm = std::fs::metadata(path).expect("the script").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(path, perm).expect("make it executable");
 }
 
 fn calibrate(bench: &Path, out: &Path) -> std::process::Output {
@@ -117,14 +122,10 @@ fn a_single_runner_option_beside_operators_is_a_usage_error() {
 fn a_failing_engine_bench_is_an_error_that_points_at_its_log() {
     let dir = scratch("calibrate_operators_fails");
     let bench = dir.join("engine-bench");
-    std::fs::write(
+    write_executable(
         &bench,
         "#!/usr/bin/env bash\necho 'no CUDA device' >&2\nexit 1\n",
-    )
-    .unwrap();
-    let mut perm = std::fs::metadata(&bench).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&bench, perm).unwrap();
+    );
     let run = calibrate(&bench, &dir.join("x.ron"));
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
