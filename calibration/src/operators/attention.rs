@@ -8,7 +8,11 @@
 //!   (blocks over SMs, rounded up): a fixed cost per block plus a cost per
 //!   key and query head it reads; or the KV bytes stream at the copy
 //!   bandwidth, whichever is slower; one kernel latency, and one more for the
-//!   merge of split partials.
+//!   merge of split partials. DRAM delivers each sequence's keys once per
+//!   layer: the entries of a short chunk read the same cache blocks, and the
+//!   later ones find them in the L2 (taken to hold one layer's keys of a
+//!   sequence: 13 MB for qwen3-0.6b at 3,200 tokens, against the H100's and
+//!   H200's 50 MB).
 //! - Prefill chunks: one block per (tile of query tokens, KV head), three
 //!   resident per SM (the kernel's launch bounds and 68 KB of shared memory);
 //!   a block costs a fixed part plus its 64-key iterations at a share of its
@@ -51,6 +55,9 @@ pub struct DecodeWork {
     pub blocks: usize,
     /// Keys read, summed over entries (each read once per KV head).
     pub keys: f64,
+    /// Keys held by the sequences on the decode path (context and new
+    /// tokens), summed over sequences: what DRAM delivers.
+    pub unique_keys: f64,
 }
 
 /// The decode-path launch of `batch` (`graphed`: a decode-only step).
@@ -58,10 +65,12 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
     let tile = tile_tokens(m);
     let mut entries = 0;
     let mut keys = 0.0;
+    let mut unique_keys = 0.0;
     let mut max_ctx = 0;
     for s in batch.seqs.iter().filter(|s| on_decode_path(s, tile)) {
         entries += s.new_tokens as usize;
         keys += decode_keys_read(s);
+        unique_keys += f64::from(s.context_before + s.new_tokens);
         max_ctx = max_ctx.max((s.context_before + s.new_tokens) as usize);
     }
     if entries == 0 {
@@ -89,6 +98,7 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
         splits,
         blocks,
         keys,
+        unique_keys,
     }
 }
 
@@ -136,7 +146,7 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
         return 0.0;
     }
     let group = (m.num_q_heads / m.num_kv_heads.max(1)) as f64;
-    let kv_bytes = w.keys * (2 * m.num_kv_heads * m.head_dim * m.bytes_per_param) as f64;
+    let kv_bytes = w.unique_keys * (2 * m.num_kv_heads * m.head_dim * m.bytes_per_param) as f64;
     // The busiest SM's blocks, each its share of the keys.
     let blocks = w.blocks.max(1);
     let per_sm = blocks.div_ceil(gpu.sm_count.max(1) as usize) as f64;
@@ -215,6 +225,39 @@ mod tests {
     }
 
     #[test]
+    fn a_short_chunks_entries_share_their_sequences_keys_in_dram() {
+        let m = ModelShape::qwen3_0_6b(); // 32-token tiles: a 32-token chunk is on the decode path
+        let chunk = BatchShape {
+            seqs: vec![seq(32, 3200)],
+        };
+        let w = decode_work(&m, &chunk, false);
+        // 32 entries, token j reading the 3,200 cached keys and j + 1 new ones;
+        // DRAM delivers the sequence's 3,232 keys once.
+        assert_eq!(w.entries, 32);
+        assert_eq!(w.keys, 32.0 * 3200.0 + 32.0 * 33.0 / 2.0);
+        assert_eq!(w.unique_keys, 3232.0);
+        // Plain decodes: each sequence's keys once either way.
+        let decodes = BatchShape {
+            seqs: vec![seq(1, 299); 4],
+        };
+        let w = decode_work(&m, &decodes, false);
+        assert_eq!((w.keys, w.unique_keys), (1200.0, 1200.0));
+        // So the chunk's DRAM term is a decode's, not 32 decodes'.
+        let gpu = crate::datasheet::lookup("h100-sxm").expect("h100 in the table");
+        let p = OperatorParams {
+            decode_block_cost: 0.0,
+            decode_key_cost: 0.0,
+            attention_latency: 0.0,
+            contention_exponent: 1e6,
+            ..OperatorParams::initial()
+        };
+        let t = decode_seconds(&p, &m, &gpu, &decode_work(&m, &chunk, false));
+        let bytes = 3232.0 * 4096.0;
+        let dram = bytes / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
+        assert!((t - dram).abs() < 1e-9 * dram, "{t} {dram}");
+    }
+
+    #[test]
     fn decode_attention_by_hand() {
         let m = ModelShape::qwen3_0_6b();
         let gpu = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
@@ -227,6 +270,7 @@ mod tests {
             splits: 1,
             blocks: 512,
             keys: 64.0 * 300.0,
+            unique_keys: 64.0 * 300.0,
         };
         // 512 blocks on 132 SMs: 4 on the busiest. Each block reads its
         // share of the 64 × 300 keys over 8 KV heads for 2 query heads each.
