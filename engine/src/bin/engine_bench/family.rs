@@ -137,6 +137,7 @@ fn run_model(a: &Args, model: &str, sm: Option<usize>) -> anyhow::Result<()> {
     let info = RunInfo {
         model: spec.name.clone(),
         sm_count: r.sm_count(),
+        copy_bandwidth_tb_s: r.measured_copy_bandwidth() * 1e-12,
         date: date.clone(),
         commit: commit.clone(),
     };

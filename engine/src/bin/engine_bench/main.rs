@@ -95,6 +95,7 @@ fn main() -> anyhow::Result<()> {
     let info = RunInfo {
         model: spec.name.clone(),
         sm_count: r.sm_count(),
+        copy_bandwidth_tb_s: r.measured_copy_bandwidth() * 1e-12,
         date: date.clone(),
         commit: table::commit(),
     };

@@ -34,7 +34,7 @@ pub(crate) fn append_rows(
 ) -> anyhow::Result<bool> {
     let dir = out.join(DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let bandwidth = r.measured_copy_bandwidth() * 1e-12;
+    let bandwidth = info.copy_bandwidth_tb_s;
     let mut ok = true;
     let mut groups = String::new();
     for (case, variant, timing) in profile_cases(r, wl)? {
@@ -111,6 +111,7 @@ mod tests {
         RunInfo {
             model: "qwen3-8b".into(),
             sm_count: 132,
+            copy_bandwidth_tb_s: 3.72,
             date: "2026-12-04T22:00:00Z".into(),
             commit: "abc1234".into(),
         }

@@ -1,5 +1,9 @@
 //! The rows of `engine.csv` and `engine_family.csv`: one timed step each,
-//! `model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit`.
+//! `model,sm_count,kind,batch,tokens,ms_median,tok_s,copy_bandwidth_tb_s,date,commit`
+//! (`copy_bandwidth_tb_s`: what the runner's copy kernel moved at start,
+//! which describes an SM-limited slice to the operator cost model). Rows are
+//! appended only to a file with the same header: one written by an older
+//! engine-bench is refused rather than mixed.
 //!
 //! `commit` is the build's commit: `SERVETWIN_COMMIT` at run time, else the
 //! value it had when the binary was built (`option_env!`), else `unknown`.
@@ -15,7 +19,8 @@ use std::io::Write as _;
 use std::path::Path;
 
 /// The header of both files.
-pub(crate) const HEADER: &str = "model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit";
+pub(crate) const HEADER: &str =
+    "model,sm_count,kind,batch,tokens,ms_median,tok_s,copy_bandwidth_tb_s,date,commit";
 
 /// The commit the results come from (see the module doc).
 pub(crate) fn commit() -> String {
@@ -42,6 +47,8 @@ fn resolve_commit(run_time: Option<String>, build_time: Option<&str>) -> String 
 pub(crate) struct RunInfo {
     pub model: String,
     pub sm_count: usize,
+    /// The runner's copy bandwidth at start, TB/s.
+    pub copy_bandwidth_tb_s: f64,
     pub date: String,
     pub commit: String,
 }
@@ -67,11 +74,12 @@ impl RunInfo {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{},{},{kind},{batch},{tokens},{:.4},{:.1},{},{}",
+            "{},{},{kind},{batch},{tokens},{:.4},{:.1},{:.3},{},{}",
             self.model_cell(),
             self.sm_count,
             seconds * 1e3,
             produced as f64 / seconds,
+            self.copy_bandwidth_tb_s,
             self.date,
             self.commit
         );
@@ -86,9 +94,24 @@ pub(crate) fn append(path: &Path, rows: &str) -> std::io::Result<()> {
 }
 
 /// Appends `rows` to the CSV at `path`, writing `header` first when the
-/// file is new or empty.
+/// file is new or empty; a file whose first line is another header is an
+/// error (`InvalidData`) that says to write elsewhere.
 pub(crate) fn append_with_header(path: &Path, header: &str, rows: &str) -> std::io::Result<()> {
     let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    if !fresh {
+        let text = std::fs::read_to_string(path)?;
+        let first = text.lines().next().unwrap_or("");
+        if first != header {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} has the columns {first:?}, this engine-bench writes {header:?}: \
+                     give another --out (or move the file away)",
+                    path.display()
+                ),
+            ));
+        }
+    }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -107,6 +130,7 @@ mod tests {
         RunInfo {
             model: "qwen3-8b".into(),
             sm_count: 32,
+            copy_bandwidth_tb_s: 2.861,
             date: "2026-12-02T10:00:00Z".into(),
             commit: "abc1234".into(),
         }
@@ -117,7 +141,7 @@ mod tests {
         let row = info().row("decode", 64, 300, 0.0025, 64);
         assert_eq!(
             row,
-            "qwen3-8b,32,decode,64,300,2.5000,25600.0,2026-12-02T10:00:00Z,abc1234\n"
+            "qwen3-8b,32,decode,64,300,2.5000,25600.0,2.861,2026-12-02T10:00:00Z,abc1234\n"
         );
         let cells: Vec<&str> = row.trim_end().split(',').collect();
         let names: Vec<&str> = HEADER.split(',').collect();
@@ -132,6 +156,7 @@ mod tests {
                 "tokens",
                 "ms_median",
                 "tok_s",
+                "copy_bandwidth_tb_s",
                 "date",
                 "commit"
             ]
@@ -167,6 +192,13 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[0], HEADER);
         assert!(lines[1].contains(",decode,") && lines[2].contains(",prefill,"));
+        // A file of an older layout is left as it is.
+        let old = "model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit\n";
+        std::fs::write(&path, old).unwrap();
+        let e = append(&path, &info().row("decode", 1, 300, 0.001, 1)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("another --out"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
