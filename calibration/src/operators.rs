@@ -39,6 +39,7 @@ pub mod lm;
 pub mod ops;
 pub mod profile;
 pub mod shapes;
+pub mod slices;
 
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};

@@ -14,11 +14,16 @@
 //! hold an earlier run's rows. Then the fit and its hold-outs as `exp
 //! transfer-check` does them (`transfer.csv`, `transfer_groups.csv`,
 //! `transfer_error.{png,svg}` in the same folder), and the profile to `--out`.
-//! Only the H200 is supported: the fit describes an SM-limited slice by the
-//! copy bandwidth measured on the H200's slices. Fails, saying what to do,
-//! when engine-bench is missing or a measurement fails; what was measured
+//! The GPU is the one engine-bench names in its first runner's line
+//! (`--gpu` must agree with it when given): any GPU of the datasheet table
+//! the CUDA runner runs on. Its slices are described by the copy bandwidth
+//! their runners measured (engine_family.csv's `copy_bandwidth_tb_s`), the
+//! whole GPU by its datasheet. Fails, saying what to do, when engine-bench
+//! is missing, the GPU is not in the table or is not the one `--gpu` names,
+//! or a measurement fails; what was measured
 //! stays in the folder.
 
+use crate::calibrate::datasheet_key;
 use crate::transfer_check::{fit_and_write, TransferArgs};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -27,8 +32,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// The datasheet GPU the operator fit supports.
-pub const GPU: &str = "h200-sxm";
+/// The granularity of a green context's SMs (the driver gives 8, 16, 24, ...).
+pub const SM_STEP: usize = 8;
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,19 +97,60 @@ impl Plan {
                 "--slice-models names {m}, which --models does not: every size is measured on the whole GPU too"
             );
         }
-        let whole = calibration::datasheet::lookup(GPU)?.sm_count;
-        let slices: Vec<u32> = calibration::operators::family::H200_COPY_TB_S
-            .iter()
-            .map(|(n, _)| *n)
-            .filter(|&n| n < whole)
-            .collect();
         for &n in &self.sm_counts {
             anyhow::ensure!(
-                slices.contains(&(n as u32)),
-                "--sm-counts {n}: the fit knows the copy bandwidth of the H200's slices of {slices:?} SMs only"
+                n >= SM_STEP && n % SM_STEP == 0,
+                "--sm-counts {n}: a green context holds a multiple of {SM_STEP} SMs"
             );
         }
         Ok(())
+    }
+
+    /// Refuses slices as large as `gpu`'s whole SM count (the whole GPU is
+    /// measured anyway).
+    pub fn check_on(&self, gpu: &sim::GpuSpec) -> anyhow::Result<()> {
+        for &n in &self.sm_counts {
+            anyhow::ensure!(
+                (n as u32) < gpu.sm_count,
+                "--sm-counts {n}: the {} has {} SMs; a slice must have fewer",
+                gpu.name,
+                gpu.sm_count
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The device and SM count of an engine-bench runner line (`[MODEL] LABEL:
+/// DEVICE with N SMs, copy bandwidth ...`).
+pub fn runner_device(line: &str) -> Option<(String, u32)> {
+    let (_, rest) = line.split_once("] ")?;
+    let (_, rest) = rest.split_once(": ")?;
+    let (device, rest) = rest.split_once(" with ")?;
+    let (sms, _) = rest.split_once(" SMs, copy bandwidth")?;
+    Some((device.trim().to_string(), sms.trim().parse().ok()?))
+}
+
+/// The datasheet entry of the GPU engine-bench ran on, from its log: the
+/// first whole-GPU runner line; it must be `wanted` when given.
+fn gpu_of_log(log: &str, wanted: Option<&str>) -> anyhow::Result<String> {
+    let (device, sms) = log
+        .lines()
+        .filter(|l| l.contains("] whole GPU: "))
+        .find_map(runner_device)
+        .context("engine-bench named no device (no whole-GPU runner line in its output)")?;
+    let key = datasheet_key(&device);
+    match (key, wanted) {
+        (Some(k), Some(w)) if k != w => anyhow::bail!(
+            "--gpu {w}, but engine-bench ran on {device} ({k} in the datasheet table): \
+             drop --gpu or name {k}"
+        ),
+        (_, Some(w)) => Ok(w.to_string()),
+        (Some(k), None) => Ok(k.to_string()),
+        (None, None) => anyhow::bail!(
+            "engine-bench ran on {device} ({sms} SMs), which is not in the datasheet table: \
+             pass --gpu NAME of a table entry with the same SM count, bandwidth and FLOP/s"
+        ),
     }
 }
 
@@ -127,12 +173,8 @@ pub fn run(
     out: &Path,
     quiet: bool,
 ) -> anyhow::Result<()> {
-    if let Some(g) = gpu.filter(|g| *g != GPU) {
-        anyhow::bail!(
-            "--gpu {g}: the operator fit supports {GPU} only (it describes SM-limited slices by \
-             the copy bandwidth measured on the H200's); calibrate a profile of the token-count \
-             model instead (exp calibrate without --operators)"
-        );
+    if let Some(g) = gpu {
+        calibration::datasheet::lookup(g)?;
     }
     plan.check()?;
     let bench = match engine_bench {
@@ -168,6 +210,7 @@ pub fn run(
         )?);
         b
     };
+    let mut gpu_key: Option<String> = None;
     for (i, args) in commands.iter().enumerate() {
         bar.set_prefix(format!("engine-bench {}/{}", i + 1, commands.len()));
         writeln!(log, "$ {} {}", bench.display(), args.join(" "))?;
@@ -179,14 +222,24 @@ pub fn run(
                 log_path.display()
             )
         })?;
+        if gpu_key.is_none() {
+            // The first command runs on the whole GPU: its device decides
+            // the datasheet entry before the slices take their time.
+            let text = std::fs::read_to_string(&log_path)
+                .with_context(|| format!("reading {}", log_path.display()))?;
+            let key = gpu_of_log(&text, gpu)?;
+            plan.check_on(&calibration::datasheet::lookup(&key)?)?;
+            gpu_key = Some(key);
+        }
     }
+    let gpu_key = gpu_key.context("the plan ran no engine-bench command")?;
     bar.finish_and_clear();
     let measured_s = started.elapsed().as_secs_f64();
     let args = TransferArgs {
         family: dir.join("engine_family.csv"),
         groups: dir.join("operators/groups.csv"),
         gemm_shapes: dir.join("operators/gemm_shapes.csv"),
-        gpu: GPU.into(),
+        gpu: gpu_key,
         out: dir.clone(),
         quiet,
     };
@@ -297,16 +350,26 @@ mod tests {
     fn a_plan_the_fit_cannot_use_is_refused() {
         assert!(plan().check().is_ok());
         let e = Plan {
-            sm_counts: vec![24],
+            sm_counts: vec![12],
             ..plan()
         }
         .check()
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("--sm-counts 24") && e.contains("[8, 16, 32, 64]"),
+            e.contains("--sm-counts 12") && e.contains("multiple of 8"),
             "{e}"
         );
+        let h100 = calibration::datasheet::lookup("h100-sxm").unwrap();
+        assert!(plan().check_on(&h100).is_ok());
+        let e = Plan {
+            sm_counts: vec![136],
+            ..plan()
+        }
+        .check_on(&h100)
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("132 SMs"), "{e}");
         let e = Plan {
             slice_models: vec!["qwen3-4b".into()],
             ..plan()
@@ -321,6 +384,34 @@ mod tests {
         }
         .check()
         .is_err());
+    }
+
+    #[test]
+    fn the_gpu_is_the_one_engine_bench_names() {
+        let line = "[qwen3-0.6b] whole GPU: NVIDIA H100 80GB HBM3 with 132 SMs, copy bandwidth \
+                    2.74 TB/s, 5384 KV blocks";
+        assert_eq!(
+            runner_device(line),
+            Some(("NVIDIA H100 80GB HBM3".to_string(), 132))
+        );
+        let slice =
+            "[qwen3-8b] 16 SMs: NVIDIA H200 with 16 SMs, copy bandwidth 1.50 TB/s, 5384 KV blocks";
+        let log = format!("$ engine-bench --family ...\n{slice}\n[x] starting\n{line}\n");
+        assert_eq!(gpu_of_log(&log, None).unwrap(), "h100-sxm");
+        assert_eq!(gpu_of_log(&log, Some("h100-sxm")).unwrap(), "h100-sxm");
+        let e = gpu_of_log(&log, Some("h200-sxm")).unwrap_err().to_string();
+        assert!(
+            e.contains("--gpu h200-sxm") && e.contains("h100-sxm"),
+            "{e}"
+        );
+        let odd = "[m] whole GPU: NVIDIA GB200 with 152 SMs, copy bandwidth 7 TB/s";
+        let e = gpu_of_log(odd, None).unwrap_err().to_string();
+        assert!(
+            e.contains("not in the datasheet table") && e.contains("--gpu"),
+            "{e}"
+        );
+        assert!(gpu_of_log(odd, Some("h200-sxm")).is_ok());
+        assert!(gpu_of_log("nothing here", None).is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 use anyhow::Context;
 use calibration::operators::profile::OperatorProfile;
+use calibration::operators::slices::CopyBandwidths;
 use calibration::operators::{family, fit, groups, shapes};
 use figures::{Chart, Kind, Series, Source};
 use std::path::PathBuf;
@@ -73,10 +74,11 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
 /// the command in the profile's `fitted_on`.
 pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     let whole = calibration::datasheet::lookup(&args.gpu)?;
+    let gpus = CopyBandwidths::from_files(&whole, &[&args.family])?;
     let data = fit::Measurements {
-        steps: family::read(&args.family, &whole)?,
-        groups: groups::read(&args.groups, &whole)?,
-        gemms: shapes::read(&args.gemm_shapes, &whole)?,
+        steps: family::read(&args.family, &gpus)?,
+        groups: groups::read(&args.groups, &gpus)?,
+        gemms: shapes::read(&args.gemm_shapes, &gpus)?,
     };
     let points = &data.steps;
     let params = fit::fit_points(&data.all())?;

@@ -4,21 +4,16 @@
 //! Contract: each row (model, sm_count, kind, batch, tokens, ms_median, ...)
 //! becomes a batch shape (`decode`: `batch` sequences of one new token over
 //! `tokens` cached; `prefill`: one sequence of `tokens` new tokens, sampled)
-//! on a GPU: the H200 with `sm_count` SMs described by its SM count, its
-//! share of the dense FLOP/s, and the copy bandwidth a runner with that many
-//! SMs measured ([`slice_of`]). A row that does not parse is an error naming
-//! its line and field.
+//! on a GPU: the measured GPU with `sm_count` SMs, described by its SM
+//! count, its share of the dense FLOP/s, and the copy bandwidth a runner
+//! with that many SMs measured ([`super::slices`]). A row that does not
+//! parse is an error naming its line and field.
 
-use super::COPY_FRACTION;
+use super::slices::CopyBandwidths;
 use engine::model::Qwen3Config;
 use engine::{BatchShape, SeqShape};
 use sim::{GpuSpec, ModelShape};
 use std::path::Path;
-
-/// Copy bandwidth (TB/s) a green-context runner measured at start on the
-/// H200, by SM count: means of `results/h200/engine_family.log`.
-pub const H200_COPY_TB_S: [(u32, f64); 5] =
-    [(8, 0.76), (16, 1.50), (32, 2.86), (64, 3.49), (132, 3.76)];
 
 #[derive(Debug, thiserror::Error)]
 pub enum FamilyError {
@@ -55,31 +50,6 @@ impl FamilyPoint {
             format!("prefill {}", self.tokens)
         }
     }
-}
-
-/// The H200 limited to `sm_count` SMs with the measured copy bandwidth
-/// `copy_tb_s`, as a GPU: FLOP/s in proportion to its SMs, and a datasheet
-/// bandwidth such that the model's achievable copy bandwidth is the measured one.
-pub fn slice_of(whole: &GpuSpec, sm_count: u32, copy_tb_s: f64) -> GpuSpec {
-    GpuSpec {
-        name: format!("{}@{}sm", whole.name, sm_count),
-        bf16_flops: whole.bf16_flops * f64::from(sm_count) / f64::from(whole.sm_count),
-        mem_bandwidth: copy_tb_s * 1e12 / COPY_FRACTION,
-        sm_count,
-        source: format!(
-            "{} limited to {sm_count} SMs (green context): FLOP/s in proportion, \
-             copy bandwidth {copy_tb_s} TB/s as measured",
-            whole.name
-        ),
-        ..whole.clone()
-    }
-}
-
-pub fn h200_slice(whole: &GpuSpec, sm_count: u32) -> Option<GpuSpec> {
-    H200_COPY_TB_S
-        .iter()
-        .find(|(s, _)| *s == sm_count)
-        .map(|(s, bw)| slice_of(whole, *s, *bw))
 }
 
 pub fn batch_of(kind: &str, batch: usize, tokens: usize) -> Option<BatchShape> {
@@ -138,11 +108,11 @@ impl<T> CheckedRow<T> {
     }
 }
 
-/// Every row of `path` (measured on `whole`, the H200), checked; the first
-/// bad row is an error naming its line and field.
+/// Every row of `path` (measured on the GPU of `gpus` and its slices),
+/// checked; the first bad row is an error naming its line and field.
 pub fn read_checked<T: MeasuredRow>(
     path: &Path,
-    whole: &GpuSpec,
+    gpus: &CopyBandwidths,
 ) -> Result<Vec<CheckedRow<T>>, FamilyError> {
     let p = path.display().to_string();
     let csv_err = |source| FamilyError::Csv {
@@ -161,10 +131,15 @@ pub fn read_checked<T: MeasuredRow>(
             message,
         };
         let config = Qwen3Config::preset(row.model()).map_err(|e| field("model", e.to_string()))?;
-        let gpu = h200_slice(whole, row.sm_count()).ok_or_else(|| {
+        let gpu = gpus.gpu(row.sm_count()).ok_or_else(|| {
             field(
                 "sm_count",
-                format!("no measured copy bandwidth for {} SMs", row.sm_count()),
+                format!(
+                    "{} SMs of the {} ({} in all): no runner of the steps' file measured                      its copy bandwidth (column copy_bandwidth_tb_s)",
+                    row.sm_count(),
+                    gpus.whole.name,
+                    gpus.whole.sm_count
+                ),
             )
         })?;
         out.push(CheckedRow {
@@ -197,10 +172,10 @@ impl MeasuredRow for Row {
     }
 }
 
-/// Reads an engine_family CSV measured on `whole` (the H200).
-pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<FamilyPoint>, FamilyError> {
+/// Reads an engine_family CSV measured on the GPU of `gpus`.
+pub fn read(path: &Path, gpus: &CopyBandwidths) -> Result<Vec<FamilyPoint>, FamilyError> {
     let mut out = Vec::new();
-    for c in read_checked::<Row>(path, whole)? {
+    for c in read_checked::<Row>(path, gpus)? {
         let row = &c.row;
         let step = batch_of(&row.kind, row.batch, row.tokens)
             .ok_or_else(|| c.field("kind", format!("{:?} is not decode or prefill", row.kind)))?;
@@ -226,6 +201,7 @@ mod tests {
     #[test]
     fn a_bad_row_names_its_file_line_and_field() {
         let whole = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
+        let whole = CopyBandwidths::h200(&whole);
         let dir = std::env::temp_dir().join(format!("family-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let header = "model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit\n";

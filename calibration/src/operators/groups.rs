@@ -14,6 +14,7 @@
 //! prices. A row that does not parse is an error naming its line and field.
 
 use super::family::{batch_of, read_checked, CheckedRow, FamilyError, MeasuredRow};
+use super::slices::CopyBandwidths;
 use super::StepTime;
 use engine::BatchShape;
 use sim::{GpuSpec, ModelShape};
@@ -115,13 +116,13 @@ impl MeasuredRow for Row {
     }
 }
 
-/// Reads a groups CSV measured on `whole` (the H200).
-pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GroupPoint>, FamilyError> {
+/// Reads a groups CSV measured on the GPU of `gpus`.
+pub fn read(path: &Path, gpus: &CopyBandwidths) -> Result<Vec<GroupPoint>, FamilyError> {
     // (model, sm_count, case) -> variant -> ms, in file order of first sight,
     // with the first checked row of each case for its shape and slice.
     let mut order: Vec<((String, u32, String), CheckedRow<Row>)> = Vec::new();
     let mut times: HashMap<(String, u32, String), HashMap<String, f64>> = HashMap::new();
-    for c in read_checked::<Row>(path, whole)? {
+    for c in read_checked::<Row>(path, gpus)? {
         let row = &c.row;
         case_batch(&row.case)
             .ok_or_else(|| c.field("case", format!("{:?} is not decodeN or prefillN", row.case)))?;
@@ -177,8 +178,8 @@ pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GroupPoint>, FamilyError
 mod tests {
     use super::*;
 
-    fn h200() -> GpuSpec {
-        crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
+    fn h200() -> CopyBandwidths {
+        CopyBandwidths::h200(&crate::datasheet::lookup("h200-sxm").expect("h200 in the table"))
     }
 
     fn write(name: &str, body: &str) -> std::path::PathBuf {

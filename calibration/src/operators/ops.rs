@@ -103,7 +103,7 @@ pub fn elementwise_seconds(p: &OperatorParams, gpu: &GpuSpec, k: &Elementwise) -
 }
 
 /// SMs whose full-rate draw the GPU's power budget is set for: its own, or
-/// for a slice of a datasheet GPU (named `NAME@Nsm`, [`super::family::slice_of`])
+/// for a slice of a datasheet GPU (named `NAME@Nsm`, [`super::slices::slice_of`])
 /// the whole GPU's, since a slice keeps the chip's power budget.
 pub fn power_budget_sms(gpu: &GpuSpec) -> u32 {
     gpu.name
@@ -264,7 +264,9 @@ mod tests {
         );
         // A slice keeps the whole GPU's budget: 0.8 of a 16-SM slice's peak is
         // far under half the chip's.
-        let slice = crate::operators::family::h200_slice(&gpu, 16).expect("measured slice");
+        let slice = crate::operators::slices::CopyBandwidths::h200(&gpu)
+            .gpu(16)
+            .expect("measured slice");
         assert_eq!(power_budget_sms(&slice), 132);
         let slice_flops = 0.8 * slice.bf16_flops * 10e-3;
         assert_eq!(power_limited(&p, &slice, 10e-3, slice_flops), 10e-3);

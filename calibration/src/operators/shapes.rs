@@ -11,6 +11,7 @@
 
 use super::family::{read_checked, FamilyError, MeasuredRow};
 use super::gemm::{Gemm, GemmKernel};
+use super::slices::CopyBandwidths;
 use sim::GpuSpec;
 use std::path::Path;
 
@@ -59,10 +60,10 @@ impl MeasuredRow for Row {
     }
 }
 
-/// Reads a gemm_shapes CSV measured on `whole` (the H200).
-pub fn read(path: &Path, whole: &GpuSpec) -> Result<Vec<GemmPoint>, FamilyError> {
+/// Reads a gemm_shapes CSV measured on the GPU of `gpus`.
+pub fn read(path: &Path, gpus: &CopyBandwidths) -> Result<Vec<GemmPoint>, FamilyError> {
     let mut out = Vec::new();
-    for c in read_checked::<Row>(path, whole)? {
+    for c in read_checked::<Row>(path, gpus)? {
         let row = &c.row;
         if row.m == 0 || row.n == 0 || row.k == 0 {
             return Err(c.field("m", format!("{}x{}x{} has no work", row.m, row.n, row.k)));
@@ -92,7 +93,8 @@ mod tests {
 
     #[test]
     fn rows_become_products_and_bad_rows_name_their_line() {
-        let whole = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
+        let whole =
+            CopyBandwidths::h200(&crate::datasheet::lookup("h200-sxm").expect("h200 in the table"));
         let dir = std::env::temp_dir().join(format!("shapes-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let header = "model,sm_count,m,n,k,splits,gemm_ex_us,best_lt_us,chosen,date,commit\n";

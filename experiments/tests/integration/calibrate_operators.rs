@@ -1,7 +1,8 @@
 //! `exp calibrate --operators` end to end without a GPU: a stand-in
-//! engine-bench (a shell script) answers each command with the committed H200
-//! rows of the models and SM counts it is asked for, so the orchestration,
-//! the files and the fit are what a GPU run would give.
+//! engine-bench (a shell script) answers each command with the committed
+//! rows (H200 or H100) of the models and SM counts it is asked for, and
+//! names its device as engine-bench does, so the orchestration, the files
+//! and the fit are what a GPU run would give.
 
 use crate::common::scratch;
 use calibration::operators::profile::OperatorProfile;
@@ -9,9 +10,12 @@ use std::path::Path;
 use std::process::Command;
 
 /// Writes the stand-in: `--family LIST [--operators] [--sm-counts C] --out D`
-/// appends the committed rows of each (model, SM count) to D's files.
-fn fake_engine_bench(dir: &Path) -> std::path::PathBuf {
-    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/h200");
+/// appends the committed rows of `results/GPU_DIR` for each (model, SM
+/// count) to D's files, and prints each runner's line naming `device`.
+fn fake_engine_bench(dir: &Path, gpu_dir: &str, device: &str) -> std::path::PathBuf {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results")
+        .join(gpu_dir);
     let script = format!(
         r#"#!/usr/bin/env bash
 set -euo pipefail
@@ -36,6 +40,12 @@ copy() {{ # source file, destination file
   done
 }}
 mkdir -p "$out/operators"
+for m in ${{models//,/ }}; do
+  for c in ${{counts//,/ }}; do
+    if [ $c = 132 ]; then label="whole GPU"; else label="$c SMs"; fi
+    echo "[$m] $label: {device} with $c SMs, copy bandwidth 1.00 TB/s, 5384 KV blocks" >&2
+  done
+done
 copy "$SRC/engine_family.csv" "$out/engine_family.csv"
 if [ $ops = 1 ]; then
   copy "$SRC/operators/groups.csv" "$out/operators/groups.csv"
@@ -44,7 +54,7 @@ fi
 "#,
         src = results.display()
     );
-    let path = dir.join("engine-bench");
+    let path = dir.join(format!("engine-bench-{gpu_dir}"));
     write_executable(&path, &script);
     path
 }
@@ -57,13 +67,14 @@ fn write_executable(path: &Path, text: &str) {
     std::fs::set_permissions(path, perm).expect("make it executable");
 }
 
-fn calibrate(bench: &Path, out: &Path) -> std::process::Output {
+fn calibrate(bench: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_exp"))
         .args(["calibrate", "--operators", "--quiet", "--engine-bench"])
         .arg(bench)
         .arg("--out")
         .arg(out)
         .args(["--models", "qwen3-0.6b,qwen3-1.7b,qwen3-8b,qwen3-32b"])
+        .args(extra)
         .output()
         .expect("exp runs")
 }
@@ -71,9 +82,9 @@ fn calibrate(bench: &Path, out: &Path) -> std::process::Output {
 #[test]
 fn calibrate_operators_measures_through_engine_bench_fits_and_keeps_what_it_measured() {
     let dir = scratch("calibrate_operators");
-    let bench = fake_engine_bench(&dir);
+    let bench = fake_engine_bench(&dir, "h200", "NVIDIA H200");
     let out = dir.join("h200.ron");
-    let run = calibrate(&bench, &out);
+    let run = calibrate(&bench, &out, &[]);
     assert!(
         run.status.success(),
         "{}",
@@ -95,10 +106,46 @@ fn calibrate_operators_measures_through_engine_bench_fits_and_keeps_what_it_meas
     let log = std::fs::read_to_string(measured.join("engine-bench.log")).unwrap();
     assert!(log.contains("--sm-counts 16,32") && log.contains("[qwen3-8b] 32 SMs"));
     // A second run would append to the first one's rows: refused.
-    let again = calibrate(&bench, &out);
+    let again = calibrate(&bench, &out, &[]);
     assert!(!again.status.success());
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(err.contains("already holds measured rows"), "{err}");
+}
+
+#[test]
+fn calibrate_operators_fits_the_gpu_it_ran_on_with_its_slices_measured_bandwidths() {
+    let dir = scratch("calibrate_operators_h100");
+    let bench = fake_engine_bench(&dir, "h100", "NVIDIA H100 80GB HBM3");
+    let out = dir.join("h100.ron");
+    let run = calibrate(&bench, &out, &[]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let profile = OperatorProfile::load(&out).expect("the profile loads");
+    assert_eq!(profile.gpu, "h100-sxm");
+    // The slices were held out, each described by what its runners measured.
+    let slices: Vec<u32> = profile
+        .held_out
+        .iter()
+        .filter(|e| e.held_out == "sm_count")
+        .map(|e| e.sm_count)
+        .collect();
+    assert!(slices.contains(&16) && slices.contains(&32), "{slices:?}");
+    // Another GPU's name beside it is refused after the first command, not
+    // after the slices.
+    let wrong = dir.join("wrong.ron");
+    let run = calibrate(&bench, &wrong, &["--gpu", "h200-sxm"]);
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("--gpu h200-sxm") && err.contains("h100-sxm"),
+        "{err}"
+    );
+    let log = std::fs::read_to_string(dir.join("wrong.measured/engine-bench.log")).unwrap();
+    assert!(!log.contains("--sm-counts"), "{log}");
+    assert!(!wrong.exists());
 }
 
 #[test]
@@ -126,7 +173,7 @@ fn a_failing_engine_bench_is_an_error_that_points_at_its_log() {
         &bench,
         "#!/usr/bin/env bash\necho 'no CUDA device' >&2\nexit 1\n",
     );
-    let run = calibrate(&bench, &dir.join("x.ron"));
+    let run = calibrate(&bench, &dir.join("x.ron"), &[]);
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(
