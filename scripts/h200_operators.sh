@@ -3,12 +3,13 @@
 # Rust, no network), in two parts that each fit one 10-minute device call:
 #
 #   OUT=/path/to/out scripts/h200_operators.sh calibrate
-#   OUT=/path/to/out PROFILE=/path/to/h200-sxm.ron scripts/h200_operators.sh validate
+#   OUT=/path/to/out PROFILE=/path/to/operators.ron scripts/h200_operators.sh validate
 #
 # calibrate: `exp calibrate --operators` (every Qwen3 size on the whole GPU,
 #   qwen3-0.6b and qwen3-8b's kernel groups and their steps on 16 and 32 SMs;
-#   docs/experiments.md), its wall time, then the profile and what it
-#   measured in $OUT/operators_calibrate.tar.gz and $OUT/h200-sxm.ron.
+#   docs/experiments.md) on whichever datasheet GPU the machine has, its
+#   wall time, then the profile and what it measured in
+#   $OUT/operators_calibrate.tar.gz and $OUT/operators.ron.
 # validate: `exp validate --cost-model operators --operator-profile
 #   $PROFILE` for qwen3-0.6b (every single-engine experiment) and for
 #   qwen3-8b (--short, the experiments of VALIDATE_8B), into
@@ -81,8 +82,8 @@ trap finish EXIT
 
 if [[ $PART == calibrate ]]; then
     step calibrate "$BUDGET_S" "$EXP" calibrate --operators --engine-bench "$ENGINE_BENCH" \
-        --out "$W/h200-sxm.ron" || true
-    [[ -f $W/h200-sxm.ron ]] && cp "$W/h200-sxm.ron" "$OUT/h200-sxm.ron"
+        --out "$W/operators.ron" || true
+    [[ -f $W/operators.ron ]] && cp "$W/operators.ron" "$OUT/operators.ron"
 else
     step validate_0.6b "$BUDGET_S" "$EXP" validate --cost-model operators --operator-profile "$PROFILE" \
         --model qwen3-0.6b --out "$W/qwen3-0.6b" --quiet || true

@@ -240,6 +240,7 @@ pub fn run(
         groups: dir.join("operators/groups.csv"),
         gemm_shapes: dir.join("operators/gemm_shapes.csv"),
         gpu: gpu_key,
+        held_out_gpus: Vec::new(),
         out: dir.clone(),
         quiet,
     };

@@ -7,7 +7,9 @@
 //! cuBLAS products (`--gemm-shapes`, `operators/gemm_shapes.csv`); fits the
 //! operator model on all of them, then predicts
 //! every step of each model size from a fit on nothing of that size, and
-//! every SM-limited step from a fit on the whole GPU only; writes each
+//! every SM-limited step from a fit on the whole GPU only, and the steps
+//! measured on each other GPU of `--held-out-gpu` (whole and SM-limited)
+//! from the fit on everything of this one; writes each
 //! prediction to `transfer.csv` (held_out, target, quantity, predicted_ms,
 //! measured_ms, error_pct), the same hold-outs of the group costs and
 //! products to `transfer_groups.csv`, and the largest error per model and
@@ -38,6 +40,16 @@ pub struct TransferArgs {
     /// described by SM count, FLOP/s share and measured copy bandwidth).
     #[arg(long, default_value = "h200-sxm")]
     pub gpu: String,
+    /// Steps measured on another GPU (`NAME=FILE`: its datasheet name and
+    /// its engine_family.csv, with the copy bandwidths of its slices),
+    /// predicted by the fit on this GPU's measurements; repeatable. Given,
+    /// it replaces the default.
+    #[arg(
+        long = "held-out-gpu",
+        value_name = "NAME=FILE",
+        default_value = "h100-sxm=results/h100/engine_family.csv"
+    )]
+    pub held_out_gpus: Vec<String>,
     #[arg(long, default_value = "results/h200")]
     pub out: PathBuf,
     #[arg(long)]
@@ -84,13 +96,28 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     let params = fit::fit_points(&data.all())?;
     let held_model = fit::leave_one_model_out(&data)?;
     let held_sm = fit::sm_count_holdout(&data, whole.sm_count)?;
+    let mut by_gpu = Vec::new();
+    for spec in &args.held_out_gpus {
+        let (name, file) = spec.split_once('=').with_context(|| {
+            format!("--held-out-gpu {spec}: expected NAME=FILE (a datasheet GPU and its engine_family.csv)")
+        })?;
+        anyhow::ensure!(
+            name != whole.name,
+            "--held-out-gpu {spec}: the fit's own GPU cannot be held out of it"
+        );
+        let other = calibration::datasheet::lookup(name)?;
+        let file = PathBuf::from(file);
+        let gpus = CopyBandwidths::from_files(&other, &[&file])?;
+        let steps = family::read(&file, &gpus).with_context(|| format!("--held-out-gpu {spec}"))?;
+        by_gpu.extend(fit::gpu_holdout(&params, name, &steps));
+    }
     let (by_model, by_sm) = (&held_model.steps, &held_sm.steps);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let csv_path = args.out.join("transfer.csv");
     let mut w = csv::Writer::from_path(&csv_path)
         .with_context(|| format!("writing {}", csv_path.display()))?;
-    for r in by_model.iter().chain(by_sm) {
+    for r in by_model.iter().chain(by_sm).chain(&by_gpu) {
         w.serialize(r)?;
     }
     w.flush()?;
@@ -101,7 +128,12 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         w.serialize(r)?;
     }
     w.flush()?;
-    let held: Vec<fit::HeldOutRow> = by_model.iter().chain(by_sm).cloned().collect();
+    let held: Vec<fit::HeldOutRow> = by_model
+        .iter()
+        .chain(by_sm)
+        .chain(&by_gpu)
+        .cloned()
+        .collect();
     let profile = OperatorProfile {
         format: calibration::operators::profile::FORMAT,
         gpu: whole.name.clone(),
@@ -134,22 +166,52 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     };
     let (mm, mx) = summary(by_model);
     let (sm_med, sm_max) = summary(by_sm);
+    // Per held-out GPU: its whole-GPU steps, and its slices'.
+    let mut gpu_parts: Vec<(String, Vec<fit::HeldOutRow>)> = Vec::new();
+    for r in &by_gpu {
+        let mut at = r.target.split('@');
+        let (gpu, sms) = (at.nth(1).unwrap_or(""), at.next().unwrap_or(""));
+        let other = calibration::datasheet::lookup(gpu).map_or(0, |g| g.sm_count);
+        let label = if sms == format!("{other}sm") {
+            format!("{gpu} held out (whole GPU), fit on {}", whole.name)
+        } else {
+            format!("{gpu} held out (8-64 SMs), fit on {}", whole.name)
+        };
+        match gpu_parts.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, rows)) => rows.push(r.clone()),
+            None => gpu_parts.push((label, vec![r.clone()])),
+        }
+    }
+    let gpu_summary: String = gpu_parts
+        .iter()
+        .map(|(label, rows)| {
+            let (med, max) = summary(rows);
+            format!("; {label}: median {med:.1} %, max {max:.1} %")
+        })
+        .collect();
     let chart = Chart {
         title: "Operator cost model on steps it was not fitted on".into(),
         subtitle: format!(
             "GPU {} and SM-limited slices; cost model: operators fitted on {}; models qwen3-0.6b..32b; \
              workload: decode batches 1-256 at 300 keys, prefills 512-3200 tokens. \
-             Held-out size: median {mm:.1} %, max {mx:.1} %; held-out SM count: median {sm_med:.1} %, max {sm_max:.1} %",
+             Held-out size: median {mm:.1} %, max {mx:.1} %; held-out SM count: median {sm_med:.1} %, max {sm_max:.1} %{gpu_summary}",
             whole.name,
             args.family.display()
         ),
         x_label: "model".into(),
         y_label: "largest |error| over the model's held-out steps (%)".into(),
         kind: Kind::Bars,
-        series: vec![
+        series: [
             series("model size held out", worst_per_model(by_model)),
             series("SM count held out: 8-64 SMs, fit on the whole GPU", worst_per_model(by_sm)),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            gpu_parts
+                .iter()
+                .map(|(label, rows)| series(label, worst_per_model(rows))),
+        )
+        .collect(),
         references: vec![
             figures::Reference { label: "8 % (sizes target)".into(), y: 8.0 },
             figures::Reference { label: "10 % (SM target)".into(), y: 10.0 },
@@ -173,6 +235,13 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             "held-out SM count: {} steps, |error| median {sm_med:.2} %, max {sm_max:.2} %",
             by_sm.len()
         );
+        for (label, rows) in &gpu_parts {
+            let (med, max) = summary(rows);
+            eprintln!(
+                "{label}: {} steps, |error| median {med:.2} %, max {max:.2} %",
+                rows.len()
+            );
+        }
         eprintln!(
             "wrote {}, {}, {}",
             csv_path.display(),

@@ -12,6 +12,9 @@
 //! - [`sm_count_holdout`]: fit on the whole GPU's steps and groups of every
 //!   size, predict every SM-limited step, each slice described only by its SM
 //!   count, its share of FLOP/s and its measured copy bandwidth.
+//! - [`gpu_holdout`]: the parameters fitted on one GPU predict the steps
+//!   measured on another (its whole GPU described by the datasheet, its
+//!   slices by their measured copy bandwidth): targets `MODEL@GPU@Nsm`.
 //! - Each prediction is a [`HeldOutRow`] (written as `transfer.csv`).
 
 use super::family::FamilyPoint;
@@ -245,6 +248,21 @@ pub fn leave_one_model_out(data: &Measurements) -> Result<HeldOut, OperatorFitEr
         out.groups.extend(h.groups);
     }
     Ok(out)
+}
+
+/// The steps of `points`, measured on the datasheet GPU `gpu` (and its
+/// slices), as predicted by `params` fitted on another GPU.
+pub fn gpu_holdout(params: &OperatorParams, gpu: &str, points: &[FamilyPoint]) -> Vec<HeldOutRow> {
+    points
+        .iter()
+        .map(|pt| {
+            let r = row("gpu", params, pt);
+            HeldOutRow {
+                target: format!("{}@{gpu}@{}sm", pt.model, pt.gpu.sm_count),
+                ..r
+            }
+        })
+        .collect()
 }
 
 pub fn sm_count_holdout(

@@ -15,7 +15,10 @@
 //!   size gets the largest error its own hold-out showed; another shape the
 //!   largest over every held-out size. On another GPU the largest error of
 //!   the held-out SM-count slices nearest in SM count is added (the slices
-//!   are the only measured change of GPU). What no hold-out covers (a size
+//!   are the only measured change of GPU), unless that GPU (or that slice of
+//!   it) was itself measured and held out (`gpu` hold-outs): then its own
+//!   errors, the larger of them and the size's for a shape outside the
+//!   family. What no hold-out covers (a size
 //!   outside the family's range, an SM count outside the slices', another
 //!   architecture) is listed in [`ExpectedError::off_ground`].
 
@@ -52,8 +55,13 @@ pub enum OperatorProfileError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeldOutError {
-    /// `model` (a size left out of the fit) or `sm_count` (fit on the whole GPU only).
+    /// `model` (a size left out of the fit), `sm_count` (fit on the whole
+    /// GPU only) or `gpu` (fit on the calibration GPU, measured on another).
     pub held_out: String,
+    /// The GPU of a `gpu` hold-out (datasheet name); none for the others,
+    /// which are the calibration GPU's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
     pub model: String,
     pub sm_count: u32,
     /// `decode` or `prefill`.
@@ -99,13 +107,19 @@ impl ExpectedError {
 pub fn summarise(rows: &[HeldOutRow]) -> Vec<HeldOutError> {
     let mut groups: Vec<(HeldOutError, Vec<f64>)> = Vec::new();
     for r in rows {
-        let (model, sms) = r.target.split_once('@').unwrap_or((&r.target, "0sm"));
+        // MODEL@Nsm, or MODEL@GPU@Nsm for another GPU.
+        let (model, rest) = r.target.split_once('@').unwrap_or((&r.target, "0sm"));
+        let (gpu, sms) = match rest.rsplit_once('@') {
+            Some((gpu, sms)) => (Some(gpu.to_string()), sms),
+            None => (None, rest),
+        };
         let sm_count = sms.trim_end_matches("sm").parse().unwrap_or(0);
         let kind = r.quantity.split(' ').next().unwrap_or("").to_string();
-        let key = (r.held_out.as_str(), model, sm_count, kind.as_str());
+        let key = (r.held_out.as_str(), &gpu, model, sm_count, kind.as_str());
         let found = groups.iter_mut().find(|(g, _)| {
             (
                 g.held_out.as_str(),
+                &g.gpu,
                 g.model.as_str(),
                 g.sm_count,
                 g.kind.as_str(),
@@ -117,6 +131,7 @@ pub fn summarise(rows: &[HeldOutRow]) -> Vec<HeldOutError> {
             None => groups.push((
                 HeldOutError {
                     held_out: r.held_out.clone(),
+                    gpu,
                     model: model.to_string(),
                     sm_count,
                     kind,
@@ -235,7 +250,25 @@ impl OperatorProfile {
                 )
             }
         };
-        if gpu.name != self.gpu {
+        let measured = self.measured_on(&gpu.name, gpu.sm_count, member);
+        if let Some((d, p, on)) = measured.filter(|_| gpu.name != self.gpu) {
+            // Another GPU that was measured and held out: its own errors.
+            (decode, prefill) = match member {
+                Some(_) => (d, p),
+                None => (decode.max(d), prefill.max(p)),
+            };
+            basis = match member {
+                Some(m) => format!(
+                    "the fit on the {} predicting {m} measured on {on}",
+                    self.gpu
+                ),
+                None => format!(
+                    "{basis}, or the fit on the {} predicting every size measured on {on}, \
+                     whichever is larger",
+                    self.gpu
+                ),
+            };
+        } else if gpu.name != self.gpu {
             let slices: Vec<u32> = self
                 .held_out
                 .iter()
@@ -301,6 +334,43 @@ impl OperatorProfile {
             basis,
             off_ground,
         }
+    }
+}
+
+impl OperatorProfile {
+    /// The largest decode and prefill errors of the `gpu` hold-out measured on
+    /// the datasheet GPU of `name` (`NAME` or a slice `NAME@Nsm`) at
+    /// `sm_count` SMs: `model`'s own when it was measured there, else every
+    /// size's; with a description of the ground. `None` when no such GPU was
+    /// held out.
+    fn measured_on(
+        &self,
+        name: &str,
+        sm_count: u32,
+        model: Option<&str>,
+    ) -> Option<(f64, f64, String)> {
+        let base = name.split('@').next().unwrap_or(name);
+        let here = |e: &HeldOutError| {
+            e.held_out == "gpu" && e.gpu.as_deref() == Some(base) && e.sm_count == sm_count
+        };
+        if !self.held_out.iter().any(here) {
+            return None;
+        }
+        let own = |e: &HeldOutError| here(e) && model.is_some_and(|m| e.model == m);
+        let has_own = self.held_out.iter().any(own);
+        let worst = |kind: &str| {
+            if has_own {
+                self.worst("gpu", own, kind)
+            } else {
+                self.worst("gpu", here, kind)
+            }
+        };
+        let ground = if name.contains('@') {
+            format!("{base} limited to {sm_count} SMs")
+        } else {
+            format!("the {base}")
+        };
+        Some((worst("decode"), worst("prefill"), ground))
     }
 }
 

@@ -174,3 +174,54 @@ fn pricing_on_the_calibration_gpu_is_the_operator_model_itself() {
     assert_eq!(model.step_seconds(&batch), direct);
     assert!(direct > 0.0);
 }
+
+#[test]
+fn a_gpu_measured_and_held_out_gets_its_own_errors() {
+    let mut p = profile();
+    let measured = [
+        row("gpu", "qwen3-8b@h100-sxm@132sm", "decode b=1 ctx=300", -2.0),
+        row("gpu", "qwen3-8b@h100-sxm@132sm", "prefill 512", 3.0),
+        row(
+            "gpu",
+            "qwen3-0.6b@h100-sxm@132sm",
+            "decode b=1 ctx=300",
+            11.0,
+        ),
+        row("gpu", "qwen3-0.6b@h100-sxm@132sm", "prefill 512", 13.0),
+        row("gpu", "qwen3-8b@h100-sxm@16sm", "decode b=1 ctx=300", 30.0),
+    ];
+    p.held_out.extend(summarise(&measured));
+    let held = p
+        .held_out
+        .iter()
+        .find(|e| e.held_out == "gpu" && e.sm_count == 16)
+        .expect("the slice's row");
+    assert_eq!(
+        (held.gpu.as_deref(), held.model.as_str()),
+        (Some("h100-sxm"), "qwen3-8b")
+    );
+    let f = family();
+    // A size measured there: its own errors there, and no slice added.
+    let e = p.expected_error(Some("qwen3-8b"), &f[1].1, &gpu("h100-sxm"), &f);
+    assert_eq!((e.decode_pct, e.prefill_pct), (2.0, 3.0));
+    assert!(e.basis.contains("measured on the h100-sxm"), "{}", e.basis);
+    // Another shape: the larger of the sizes' hold-out and every size there.
+    let shape = ModelShape {
+        hidden: 3072,
+        ..f[1].1.clone()
+    };
+    let e = p.expected_error(None, &shape, &gpu("h100-sxm"), &f);
+    assert_eq!((e.decode_pct, e.prefill_pct), (12.0, 13.0));
+    // The measured slice of it: that slice's rows.
+    let slice = crate::operators::slices::slice_of(&gpu("h100-sxm"), 16, 1.5);
+    let e = p.expected_error(Some("qwen3-8b"), &f[1].1, &slice, &f);
+    assert_eq!(e.decode_pct, 30.0);
+    assert!(
+        e.basis.contains("h100-sxm limited to 16 SMs"),
+        "{}",
+        e.basis
+    );
+    // A GPU nobody held out keeps the slice rule.
+    let e = p.expected_error(Some("qwen3-8b"), &f[1].1, &gpu("a100-80gb-sxm"), &f);
+    assert!(e.basis.contains("slices"), "{}", e.basis);
+}
