@@ -35,6 +35,7 @@ pub mod family;
 pub mod fit;
 pub mod gemm;
 pub mod groups;
+pub mod held_out;
 pub mod lm;
 pub mod ops;
 pub mod profile;
