@@ -79,18 +79,24 @@ fn calibrate(bench: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
         .expect("exp runs")
 }
 
-#[test]
-fn calibrate_operators_measures_through_engine_bench_fits_and_keeps_what_it_measured() {
-    let dir = scratch("calibrate_operators");
-    let bench = fake_engine_bench(&dir, "h200", "NVIDIA H200");
-    let out = dir.join("h200.ron");
-    let run = calibrate(&bench, &out, &[]);
+/// Runs `exp calibrate --operators` through `bench` to `out`, which must
+/// succeed, and loads the profile it wrote.
+fn calibrated(bench: &Path, out: &Path) -> OperatorProfile {
+    let run = calibrate(bench, out, &[]);
     assert!(
         run.status.success(),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let profile = OperatorProfile::load(&out).expect("the profile loads");
+    OperatorProfile::load(out).expect("the profile loads")
+}
+
+#[test]
+fn calibrate_operators_measures_through_engine_bench_fits_and_keeps_what_it_measured() {
+    let dir = scratch("calibrate_operators");
+    let bench = fake_engine_bench(&dir, "h200", "NVIDIA H200");
+    let out = dir.join("h200.ron");
+    let profile = calibrated(&bench, &out);
     assert!(profile.fitted_on.contains("exp calibrate --operators"));
     assert_eq!(profile.gpu, "h200-sxm");
     let measured = dir.join("h200.measured");
@@ -116,14 +122,7 @@ fn calibrate_operators_measures_through_engine_bench_fits_and_keeps_what_it_meas
 fn calibrate_operators_fits_the_gpu_it_ran_on_with_its_slices_measured_bandwidths() {
     let dir = scratch("calibrate_operators_h100");
     let bench = fake_engine_bench(&dir, "h100", "NVIDIA H100 80GB HBM3");
-    let out = dir.join("h100.ron");
-    let run = calibrate(&bench, &out, &[]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let profile = OperatorProfile::load(&out).expect("the profile loads");
+    let profile = calibrated(&bench, &dir.join("h100.ron"));
     assert_eq!(profile.gpu, "h100-sxm");
     // The slices were held out, each described by what its runners measured.
     let slices: Vec<u32> = profile
