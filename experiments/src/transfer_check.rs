@@ -92,11 +92,8 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         groups: groups::read(&args.groups, &gpus)?,
         gemms: shapes::read(&args.gemm_shapes, &gpus)?,
     };
-    let points = &data.steps;
-    let params = fit::fit_points(&data.all())?;
-    let held_model = fit::leave_one_model_out(&data)?;
-    let held_sm = fit::sm_count_holdout(&data, whole.sm_count)?;
-    let mut by_gpu = Vec::new();
+    // Another GPU's steps are read before the fits, so bad input fails at once.
+    let mut others = Vec::new();
     for spec in &args.held_out_gpus {
         let (name, file) = spec.split_once('=').with_context(|| {
             format!("--held-out-gpu {spec}: expected NAME=FILE (a datasheet GPU and its engine_family.csv)")
@@ -107,10 +104,19 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         );
         let other = calibration::datasheet::lookup(name)?;
         let file = PathBuf::from(file);
-        let gpus = CopyBandwidths::from_files(&other, &[&file])?;
+        let gpus = CopyBandwidths::from_files(&other, &[&file])
+            .with_context(|| format!("--held-out-gpu {spec}"))?;
         let steps = family::read(&file, &gpus).with_context(|| format!("--held-out-gpu {spec}"))?;
-        by_gpu.extend(fit::gpu_holdout(&params, name, &steps));
+        others.push((name, steps));
     }
+    let points = &data.steps;
+    let params = fit::fit_points(&data.all())?;
+    let held_model = fit::leave_one_model_out(&data)?;
+    let held_sm = fit::sm_count_holdout(&data, whole.sm_count)?;
+    let by_gpu: Vec<fit::HeldOutRow> = others
+        .iter()
+        .flat_map(|(name, steps)| fit::gpu_holdout(&params, name, steps))
+        .collect();
     let (by_model, by_sm) = (&held_model.steps, &held_sm.steps);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;

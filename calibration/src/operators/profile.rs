@@ -263,9 +263,7 @@ impl OperatorProfile {
             off_ground,
         }
     }
-}
 
-impl OperatorProfile {
     /// The largest decode and prefill errors of the `gpu` hold-out measured on
     /// the datasheet GPU of `name` (`NAME` or a slice `NAME@Nsm`) at
     /// `sm_count` SMs: `model`'s own when it was measured there, else every

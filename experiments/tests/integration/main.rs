@@ -27,3 +27,4 @@ mod shipped_profiles;
 mod sim_server;
 mod subtitles;
 mod trace_replay;
+mod transfer_check;

@@ -1,0 +1,93 @@
+//! `exp transfer-check` with another GPU held out: the committed H200 rows
+//! fitted, the committed H100 rows predicted; and the inputs it refuses
+//! before it fits anything.
+
+use crate::common::scratch;
+use calibration::operators::profile::OperatorProfile;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn results(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results")
+        .join(path)
+}
+
+fn transfer_check(out: &Path, held_out: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_exp"))
+        .args(["transfer-check", "--quiet", "--family"])
+        .arg(results("h200/engine_family.csv"))
+        .arg("--groups")
+        .arg(results("h200/operators/groups.csv"))
+        .arg("--gemm-shapes")
+        .arg(results("h200/operators/gemm_shapes.csv"))
+        .args(["--held-out-gpu", held_out, "--out"])
+        .arg(out)
+        .output()
+        .expect("exp runs")
+}
+
+#[test]
+fn another_gpus_steps_are_predicted_by_the_fit_and_kept_as_its_expected_error() {
+    let dir = scratch("transfer_check_gpu");
+    let h100 = format!("h100-sxm={}", results("h100/engine_family.csv").display());
+    let run = transfer_check(&dir, &h100);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let rows = std::fs::read_to_string(dir.join("transfer.csv")).unwrap();
+    let gpu_rows: Vec<&str> = rows.lines().filter(|l| l.starts_with("gpu,")).collect();
+    let measured = std::fs::read_to_string(results("h100/engine_family.csv")).unwrap();
+    // Every H100 step once, whole GPU and slices, named MODEL@GPU@Nsm.
+    assert_eq!(gpu_rows.len(), measured.lines().count() - 1);
+    assert!(gpu_rows
+        .iter()
+        .any(|l| l.contains(",qwen3-32b@h100-sxm@132sm,")));
+    assert!(gpu_rows
+        .iter()
+        .any(|l| l.contains(",qwen3-8b@h100-sxm@8sm,")));
+    // The same run's profile is the committed one, H100 rows and all (but
+    // for the file names it was fitted on).
+    let written = OperatorProfile::load(&dir.join("operator_profile.ron")).unwrap();
+    let shipped = OperatorProfile::load(&results("h200/operator_profile.ron")).unwrap();
+    assert_eq!(
+        (&written.params, &written.held_out),
+        (&shipped.params, &shipped.held_out)
+    );
+    assert!(written
+        .held_out
+        .iter()
+        .any(|e| e.held_out == "gpu" && e.gpu.as_deref() == Some("h100-sxm")));
+}
+
+#[test]
+fn a_held_out_gpu_the_fit_cannot_use_is_refused_before_the_fit() {
+    let dir = scratch("transfer_check_refused");
+    let h100 = results("h100/engine_family.csv");
+    // Old rows without the copy bandwidth column: the H100's slices are undescribed.
+    let old = dir.join("old.csv");
+    let text = std::fs::read_to_string(&h100).unwrap();
+    let stripped: String = text
+        .lines()
+        .map(|l| {
+            let mut cells: Vec<&str> = l.split(',').collect();
+            cells.remove(7);
+            cells.join(",") + "\n"
+        })
+        .collect();
+    std::fs::write(&old, stripped).unwrap();
+    for (arg, says) in [
+        ("h100-sxm".to_string(), "expected NAME=FILE"),
+        (format!("h200-sxm={}", h100.display()), "cannot be held out"),
+        (format!("b200={}", h100.display()), "b200"),
+        (format!("h100-sxm={}", old.display()), "copy_bandwidth_tb_s"),
+    ] {
+        let run = transfer_check(&dir.join("out"), &arg);
+        assert!(!run.status.success(), "{arg}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains(says), "{arg}: {err}");
+        assert!(!dir.join("out/transfer.csv").exists(), "{arg}");
+    }
+}
