@@ -107,16 +107,32 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         let gpus = CopyBandwidths::from_files(&other, &[&file])
             .with_context(|| format!("--held-out-gpu {spec}"))?;
         let steps = family::read(&file, &gpus).with_context(|| format!("--held-out-gpu {spec}"))?;
-        others.push((name, steps));
+        others.push((name, other.sm_count, steps));
     }
     let points = &data.steps;
     let params = fit::fit_points(&data.all())?;
     let held_model = fit::leave_one_model_out(&data)?;
     let held_sm = fit::sm_count_holdout(&data, whole.sm_count)?;
-    let by_gpu: Vec<fit::HeldOutRow> = others
-        .iter()
-        .flat_map(|(name, steps)| fit::gpu_holdout(&params, name, steps))
-        .collect();
+    // Each held-out GPU's predictions in file order, and apart for the
+    // figure: its whole-GPU steps and its slices'.
+    let mut by_gpu: Vec<fit::HeldOutRow> = Vec::new();
+    let mut gpu_parts: Vec<(String, Vec<fit::HeldOutRow>)> = Vec::new();
+    for (name, whole_sms, steps) in &others {
+        let rows = fit::gpu_holdout(&params, name, steps);
+        for (part, on_whole) in [("whole GPU", true), ("8-64 SMs", false)] {
+            let picked: Vec<fit::HeldOutRow> = steps
+                .iter()
+                .zip(&rows)
+                .filter(|(p, _)| (p.gpu.sm_count == *whole_sms) == on_whole)
+                .map(|(_, r)| r.clone())
+                .collect();
+            if !picked.is_empty() {
+                let label = format!("{name} held out ({part}), fit on {}", whole.name);
+                gpu_parts.push((label, picked));
+            }
+        }
+        by_gpu.extend(rows);
+    }
     let (by_model, by_sm) = (&held_model.steps, &held_sm.steps);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -172,22 +188,6 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     };
     let (mm, mx) = summary(by_model);
     let (sm_med, sm_max) = summary(by_sm);
-    // Per held-out GPU: its whole-GPU steps, and its slices'.
-    let mut gpu_parts: Vec<(String, Vec<fit::HeldOutRow>)> = Vec::new();
-    for r in &by_gpu {
-        let mut at = r.target.split('@');
-        let (gpu, sms) = (at.nth(1).unwrap_or(""), at.next().unwrap_or(""));
-        let other = calibration::datasheet::lookup(gpu).map_or(0, |g| g.sm_count);
-        let label = if sms == format!("{other}sm") {
-            format!("{gpu} held out (whole GPU), fit on {}", whole.name)
-        } else {
-            format!("{gpu} held out (8-64 SMs), fit on {}", whole.name)
-        };
-        match gpu_parts.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, rows)) => rows.push(r.clone()),
-            None => gpu_parts.push((label, vec![r.clone()])),
-        }
-    }
     let gpu_summary: String = gpu_parts
         .iter()
         .map(|(label, rows)| {

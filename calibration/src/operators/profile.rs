@@ -117,6 +117,27 @@ impl OperatorProfile {
         Self::parse(&text, &p)
     }
 
+    /// The largest `kind` error of the `held_out` rows `own` accepts when
+    /// there are any, else of those `any` accepts: a size's own hold-out
+    /// where it was measured, every size's where it was not.
+    fn worst_own_else_any(
+        &self,
+        held_out: &str,
+        own: &dyn Fn(&HeldOutError) -> bool,
+        any: &dyn Fn(&HeldOutError) -> bool,
+        kind: &str,
+    ) -> f64 {
+        let has_own = self
+            .held_out
+            .iter()
+            .any(|e| e.held_out == held_out && own(e));
+        if has_own {
+            self.worst(held_out, own, kind)
+        } else {
+            self.worst(held_out, any, kind)
+        }
+    }
+
     fn worst(&self, held_out: &str, keep: impl Fn(&HeldOutError) -> bool, kind: &str) -> f64 {
         self.held_out
             .iter()
@@ -215,19 +236,8 @@ impl OperatorProfile {
                     e.sm_count == nearest && member.is_some_and(|m| e.model == m)
                 };
                 let any = |e: &HeldOutError| e.sm_count == nearest;
-                let has_own = self
-                    .held_out
-                    .iter()
-                    .any(|e| e.held_out == "sm_count" && own(e));
-                let slice = |kind| {
-                    if has_own {
-                        self.worst("sm_count", own, kind)
-                    } else {
-                        self.worst("sm_count", any, kind)
-                    }
-                };
-                decode += slice("decode");
-                prefill += slice("prefill");
+                decode += self.worst_own_else_any("sm_count", &own, &any, "decode");
+                prefill += self.worst_own_else_any("sm_count", &own, &any, "prefill");
                 basis.push_str(&format!(
                     ", plus the fit on the whole {} predicting its {nearest}-SM slices",
                     self.gpu
@@ -283,14 +293,7 @@ impl OperatorProfile {
             return None;
         }
         let own = |e: &HeldOutError| here(e) && model.is_some_and(|m| e.model == m);
-        let has_own = self.held_out.iter().any(own);
-        let worst = |kind: &str| {
-            if has_own {
-                self.worst("gpu", own, kind)
-            } else {
-                self.worst("gpu", here, kind)
-            }
-        };
+        let worst = |kind: &str| self.worst_own_else_any("gpu", &own, &here, kind);
         let ground = if name.contains('@') {
             format!("{base} limited to {sm_count} SMs")
         } else {
