@@ -106,11 +106,14 @@ pub struct OperatorParams {
     pub sustained_flops_share: f64,
     /// Seconds of a step's GEMMs before the power limit holds.
     pub power_window: f64,
+    /// Decode attention: an SM's seconds per key and KV head, besides its
+    /// query heads' (loading the key and value rows).
+    pub decode_kv_key_cost: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 21;
+    pub const LEN: usize = 22;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -135,6 +138,7 @@ impl OperatorParams {
             self.untuned_flops_share,
             self.sustained_flops_share,
             self.power_window,
+            self.decode_kv_key_cost,
         ]
     }
 
@@ -161,6 +165,7 @@ impl OperatorParams {
             untuned_flops_share: v[18],
             sustained_flops_share: v[19],
             power_window: v[20],
+            decode_kv_key_cost: v[21],
         }
     }
 
@@ -188,6 +193,7 @@ impl OperatorParams {
             untuned_flops_share: 0.8,
             sustained_flops_share: 0.66,
             power_window: 2e-3,
+            decode_kv_key_cost: 5e-9,
         }
     }
 

@@ -17,10 +17,12 @@
 //! largest absolute error of each kind unless `--quiet`. No GPU is needed.
 
 use anyhow::Context;
+use calibration::operators::family::{self, FamilyPoint};
 use calibration::operators::profile::OperatorProfile;
 use calibration::operators::slices::CopyBandwidths;
-use calibration::operators::{family, fit, groups, shapes};
+use calibration::operators::{fit, groups, shapes};
 use figures::{Chart, Kind, Series, Source};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -195,11 +197,31 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             format!("; {label}: median {med:.1} %, max {max:.1} %")
         })
         .collect();
+    // The decode contexts measured, and those only a held-out GPU has.
+    let contexts = |steps: &mut dyn Iterator<Item = &FamilyPoint>| -> BTreeSet<usize> {
+        steps
+            .filter(|p| p.kind == "decode")
+            .map(|p| p.tokens)
+            .collect()
+    };
+    let fitted_keys = contexts(&mut points.iter());
+    let held_keys = contexts(&mut others.iter().flat_map(|(_, _, steps)| steps.iter()));
+    let list = |keys: &BTreeSet<usize>| -> String {
+        keys.iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let mut keys = format!("{} keys", list(&fitted_keys));
+    let only_held: BTreeSet<usize> = held_keys.difference(&fitted_keys).copied().collect();
+    if !only_held.is_empty() {
+        keys.push_str(&format!(" (held-out GPUs also {})", list(&only_held)));
+    }
     let chart = Chart {
         title: "Operator cost model on steps it was not fitted on".into(),
         subtitle: format!(
             "GPU {} and SM-limited slices; cost model: operators fitted on {}; models qwen3-0.6b..32b; \
-             workload: decode batches 1-256 at 300 keys, prefills 512-3200 tokens. \
+             workload: decode batches 1-256 at {keys}, prefills 512-3200 tokens. \
              Held-out size: median {mm:.1} %, max {mx:.1} %; held-out SM count: median {sm_med:.1} %, max {sm_max:.1} %{gpu_summary}",
             whole.name,
             args.family.display()

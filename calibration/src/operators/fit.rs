@@ -38,12 +38,20 @@ pub enum OperatorFitError {
 
 /// Indices of the exponents in [`OperatorParams::to_vec`] (overlap, contention).
 const EXPONENTS: [usize; 2] = [6, 17];
+/// Indices of the shares of the dense FLOP/s (GEMM full waves, prefill
+/// attention, untuned GEMMs, sustained under the power limit): no kernel
+/// does more arithmetic than the datasheet's peak.
+const FLOPS_SHARES: [usize; 4] = [3, 10, 18, 19];
 
-/// A stored exponent is `1 + x` so that the optimiser's positive `x` keeps it above 1.
+/// A stored exponent is `1 + x` so that the optimiser's positive `x` keeps it
+/// above 1; a share of the peak FLOP/s is `x / (1 + x)`, below 1.
 fn to_free(p: &OperatorParams) -> Vec<f64> {
     let mut v = p.to_vec();
     for i in EXPONENTS {
         v[i] -= 1.0;
+    }
+    for i in FLOPS_SHARES {
+        v[i] /= 1.0 - v[i];
     }
     v.to_vec()
 }
@@ -53,6 +61,9 @@ fn from_free(x: &[f64]) -> OperatorParams {
     v.copy_from_slice(x);
     for i in EXPONENTS {
         v[i] += 1.0;
+    }
+    for i in FLOPS_SHARES {
+        v[i] /= 1.0 + v[i];
     }
     OperatorParams::from_vec(&v)
 }
@@ -275,4 +286,30 @@ pub fn sm_count_holdout(
         &params,
         &data.select(|_, sms| sms != whole_sm_count),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_free_parameters_keep_flop_shares_below_the_peak_and_exponents_above_one() {
+        // Any positive point of the optimiser is a physical parameter set.
+        for x in [1e-6, 0.5, 1.0, 40.0, 1e9] {
+            let p = from_free(&[x; OperatorParams::LEN]);
+            let v = p.to_vec();
+            for i in FLOPS_SHARES {
+                assert!(v[i] > 0.0 && v[i] < 1.0, "share {i} = {} at x = {x}", v[i]);
+            }
+            for i in EXPONENTS {
+                assert!(v[i] > 1.0, "exponent {i} = {} at x = {x}", v[i]);
+            }
+        }
+        // And the starting point goes there and back unchanged.
+        let p = OperatorParams::initial();
+        let back = from_free(&to_free(&p)).to_vec();
+        for (a, b) in p.to_vec().iter().zip(back) {
+            assert!((a - b).abs() <= 1e-12 * a.abs(), "{a} {b}");
+        }
+    }
 }

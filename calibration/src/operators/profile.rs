@@ -29,8 +29,9 @@ use serde::{Deserialize, Serialize};
 use sim::{CostModel, GpuSpec, ModelShape};
 use std::path::Path;
 
-/// The layout version of an operator profile file.
-pub const FORMAT: u32 = 1;
+/// The layout version of an operator profile file (2: decode attention's
+/// cost per key and KV head, `decode_kv_key_cost`).
+pub const FORMAT: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {
