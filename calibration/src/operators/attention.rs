@@ -6,7 +6,9 @@
 //!   decode-only steps replay the graph of the batch's bucket, whose splits
 //!   depend on the bucket alone). The busiest SM works through its blocks
 //!   (blocks over SMs, rounded up): a fixed cost per block plus, per key it
-//!   reads, a cost per KV head and one per query head; or the KV bytes stream at the copy
+//!   reads, a cost per KV head and one per query head; the blocks of the
+//!   longest sequence, which read the most keys, finish last, so the busiest
+//!   SM holds one of them and its share of the others; or the KV bytes stream at the copy
 //!   bandwidth, whichever is slower; one kernel latency, and one more for the
 //!   merge of split partials. DRAM delivers each sequence's keys once per
 //!   layer: the entries of a short chunk read the same cache blocks, and the
@@ -58,6 +60,8 @@ pub struct DecodeWork {
     /// Keys held by the sequences on the decode path (context and new
     /// tokens), summed over sequences: what DRAM delivers.
     pub unique_keys: f64,
+    /// Keys the longest entry reads (its sequence's context and new tokens).
+    pub max_keys: f64,
 }
 
 /// The decode-path launch of `batch` (`graphed`: a decode-only step).
@@ -99,6 +103,7 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
         blocks,
         keys,
         unique_keys,
+        max_keys: max_ctx as f64,
     }
 }
 
@@ -153,9 +158,16 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     // 2,000 keys, about 8 ns per key and head at group 4, 5 ns at group 8).
     let blocks = w.blocks.max(1);
     let per_sm = blocks.div_ceil(gpu.sm_count.max(1) as usize) as f64;
+    let key_cost = p.decode_kv_key_cost + group * p.decode_key_cost;
+    let units_per_block = (w.entries * m.num_kv_heads * w.splits) as f64 / blocks as f64;
     let kv_keys = w.keys * m.num_kv_heads as f64 / blocks as f64;
-    let work = per_sm
-        * (p.decode_block_cost + kv_keys * (p.decode_kv_key_cost + group * p.decode_key_cost));
+    let mean_block = p.decode_block_cost + kv_keys * key_cost;
+    // The blocks of the longest sequence read the most keys: the SM holding
+    // one of them finishes last when contexts differ (a batch of uniform
+    // contexts has no such block).
+    let longest_block =
+        p.decode_block_cost + units_per_block * w.max_keys / w.splits.max(1) as f64 * key_cost;
+    let work = (per_sm - 1.0) * mean_block + mean_block.max(longest_block);
     let kernels = if w.splits > 1 { 2.0 } else { 1.0 };
     kernels * p.attention_latency
         + smooth_max(
@@ -276,6 +288,7 @@ mod tests {
             blocks: 512,
             keys: 64.0 * 300.0,
             unique_keys: 64.0 * 300.0,
+            max_keys: 300.0,
         };
         // 512 blocks on 132 SMs: 4 on the busiest. Each block reads its
         // share of the 64 × 300 keys over 8 KV heads, for 2 query heads each.
@@ -285,6 +298,46 @@ mod tests {
         let dram = 64.0 * 300.0 * 4096.0 / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
         let t = decode_seconds(&p, &m, &gpu, &w);
         assert!((t - (p.attention_latency + work.max(dram))).abs() < 1e-9 * t);
+    }
+
+    #[test]
+    fn the_blocks_of_the_longest_sequence_set_the_decode_time() {
+        // 8 KV heads, group 2; bandwidth to spare, so that the SMs' work
+        // sets the time.
+        let m = ModelShape::qwen3_0_6b();
+        let gpu = GpuSpec {
+            mem_bandwidth: 1e15,
+            ..crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
+        };
+        let p = OperatorParams {
+            contention_exponent: 1e6,
+            ..OperatorParams::initial()
+        };
+        // 16 decodes at 1,000 keys each, and the same 16,000 keys with one
+        // sequence at 8,500 and fifteen at 500.
+        let even = BatchShape {
+            seqs: vec![seq(1, 999); 16],
+        };
+        let mut skewed = vec![seq(1, 499); 15];
+        skewed.push(seq(1, 8499));
+        let skewed = BatchShape { seqs: skewed };
+        let (we, ws) = (decode_work(&m, &even, true), decode_work(&m, &skewed, true));
+        assert_eq!(we.keys, ws.keys);
+        assert_eq!((we.blocks, we.splits), (ws.blocks, ws.splits));
+        let (te, ts) = (
+            decode_seconds(&p, &m, &gpu, &we),
+            decode_seconds(&p, &m, &gpu, &ws),
+        );
+        // The same keys over the same grid: only the longest blocks differ.
+        // 16 decodes × 8 KV heads × 2 splits = 256 blocks, 2 on the busiest
+        // of 132 SMs; the longest block reads 8,500 / 2 keys.
+        let key_cost = p.decode_kv_key_cost + 2.0 * p.decode_key_cost;
+        let mean = p.decode_block_cost + 16_000.0 * 8.0 / 256.0 * key_cost;
+        let longest = p.decode_block_cost + 8_500.0 / 2.0 * key_cost;
+        let latency = 2.0 * p.attention_latency;
+        assert!((te - (latency + 2.0 * mean)).abs() < 1e-9 * te, "{te}");
+        assert!((ts - (latency + mean + longest)).abs() < 1e-9 * ts, "{ts}");
+        assert!(ts > 1.5 * te, "{ts} {te}");
     }
 
     #[test]
