@@ -13,7 +13,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::bars::SIM_TINT;
 use crate::font::FAMILY;
-use crate::lines::{self, DrawResult, DASH, REFERENCE_COLOUR, REFERENCE_DASH};
+use crate::lines::{self, DrawResult, DASH, REFERENCE_COLOUR};
 use crate::style::{label_indices, lighter, series_styles, SeriesStyle};
 use crate::{Chart, Kind, Source};
 
@@ -36,7 +36,10 @@ pub(crate) enum Sample {
         style: SeriesStyle,
         source: Source,
     },
-    Reference,
+    /// The chart's `index`-th reference line.
+    Reference {
+        index: usize,
+    },
 }
 
 pub(crate) struct Entry {
@@ -73,9 +76,9 @@ pub(crate) fn entries(chart: &Chart) -> Vec<Entry> {
         };
         out.push(Entry { text, sample });
     }
-    out.extend(chart.references.iter().map(|r| Entry {
+    out.extend(chart.references.iter().enumerate().map(|(index, r)| Entry {
         text: r.label.clone(),
-        sample: Sample::Reference,
+        sample: Sample::Reference { index },
     }));
     out
 }
@@ -177,12 +180,13 @@ fn draw_sample<DB: DrawingBackend>(
                 }
             }
         }
-        Sample::Reference => {
+        Sample::Reference { index } => {
             let line = REFERENCE_COLOUR.stroke_width(lines::LINE_WIDTH);
+            let (dash, gap) = lines::reference_dash(*index);
             area.draw(&DashedPathElement::new(
                 ends,
-                REFERENCE_DASH.0 / 2,
-                REFERENCE_DASH.1 / 2,
+                (dash / 2).max(2),
+                gap / 2,
                 line,
             ))?;
         }
@@ -224,5 +228,29 @@ mod tests {
         );
         chart.kind = Kind::Lines;
         assert_eq!(texts(&chart)[1], "cold (real)", "lines keep series order");
+    }
+
+    #[test]
+    fn each_reference_line_has_its_own_dash() {
+        let target = |label: &str, y| Reference {
+            label: label.into(),
+            y,
+        };
+        let chart = Chart {
+            references: vec![target("8 % (sizes)", 8.0), target("10 % (SM counts)", 10.0)],
+            ..Chart::default()
+        };
+        let indices: Vec<usize> = entries(&chart)
+            .into_iter()
+            .filter_map(|e| match e.sample {
+                Sample::Reference { index } => Some(index),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(indices, [0, 1]);
+        assert_ne!(lines::reference_dash(0), lines::reference_dash(1));
+        assert_ne!(lines::reference_dash(1), lines::reference_dash(2));
+        // A dash is never a sim series' dash.
+        assert!((0..3).all(|i| lines::reference_dash(i) != DASH));
     }
 }

@@ -26,9 +26,11 @@
 //!   a lighter fill of the same colour with a border. Each bar carries its
 //!   value when the values fit above the bars.
 //! - Legend entries are `"label (real)"` / `"label (sim)"`. [`Reference`]
-//!   lines (e.g. an SLO target) are horizontal, long-dashed, dark grey, span
-//!   the whole plot, and appear in the legend with their own text only: they
-//!   are targets, not data of either source.
+//!   lines (e.g. an SLO target) are horizontal, dashed, dark grey, span the
+//!   whole plot, and appear in the legend with their own text only: they are
+//!   targets, not data of either source. The first is long-dashed, the
+//!   second dotted, the third dashed again with shorter gaps, so that
+//!   references differ from each other and from a sim series.
 //! - The palette has 12 colours and 5 marker shapes; label `i` gets colour
 //!   `i mod 12` and marker `i mod 5`, so the first 60 labels all differ in
 //!   (colour, marker) and the first 12 in colour alone.

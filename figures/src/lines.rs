@@ -27,8 +27,15 @@ pub(crate) const MARKER_SIZE: i32 = 5;
 pub(crate) const WIDE_MARKER_SIZE: i32 = 9;
 /// Dash and gap lengths (pixels) of simulated series.
 pub(crate) const DASH: (u32, u32) = (10, 6);
-/// Dash and gap lengths of reference lines: longer than a sim series' dashes.
-pub(crate) const REFERENCE_DASH: (u32, u32) = (22, 8);
+/// Dash and gap lengths of reference lines, by their order in the chart:
+/// longer than a sim series' dashes, and each unlike the others so that two
+/// references can be told apart in the legend.
+pub(crate) const REFERENCE_DASHES: [(u32, u32); 3] = [(22, 8), (4, 6), (22, 6)];
+
+/// The dash and gap of the `index`-th reference line.
+pub(crate) fn reference_dash(index: usize) -> (u32, u32) {
+    REFERENCE_DASHES[index % REFERENCE_DASHES.len()]
+}
 pub(crate) const REFERENCE_COLOUR: RGBColor = RGBColor(60, 60, 60);
 
 /// Line width of a series.
@@ -148,14 +155,15 @@ where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let log_y = bounds::log_y(chart);
-    for r in &chart.references {
+    for (i, r) in chart.references.iter().enumerate() {
         if !r.y.is_finite() || (log_y && r.y <= 0.0) {
             continue;
         }
+        let (dash, gap) = reference_dash(i);
         ctx.draw_series(DashedLineSeries::new(
             [(x.start, r.y), (x.end, r.y)],
-            REFERENCE_DASH.0,
-            REFERENCE_DASH.1,
+            dash,
+            gap,
             REFERENCE_COLOUR.stroke_width(LINE_WIDTH),
         ))?;
     }
