@@ -80,6 +80,38 @@ fn worst_per_model(rows: &[fit::HeldOutRow]) -> Vec<(String, f64)> {
     out
 }
 
+/// The decode contexts the fit was measured at, and those only a held-out
+/// GPU has: `300 keys`, or `300 keys (held-out GPUs also 1000 / 2000)`.
+fn contexts_label<'a>(
+    fitted: impl IntoIterator<Item = &'a FamilyPoint>,
+    held: impl IntoIterator<Item = &'a FamilyPoint>,
+) -> String {
+    fn decode_keys<'a>(steps: impl IntoIterator<Item = &'a FamilyPoint>) -> BTreeSet<usize> {
+        steps
+            .into_iter()
+            .filter(|p| p.kind == "decode")
+            .map(|p| p.tokens)
+            .collect()
+    }
+    let list = |keys: &BTreeSet<usize>| {
+        keys.iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let fitted = decode_keys(fitted);
+    let only_held: BTreeSet<usize> = decode_keys(held).difference(&fitted).copied().collect();
+    if only_held.is_empty() {
+        format!("{} keys", list(&fitted))
+    } else {
+        format!(
+            "{} keys (held-out GPUs also {})",
+            list(&fitted),
+            list(&only_held)
+        )
+    }
+}
+
 pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
     fit_and_write(args, "exp transfer-check")
 }
@@ -197,26 +229,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             format!("; {label}: median {med:.1} %, max {max:.1} %")
         })
         .collect();
-    // The decode contexts measured, and those only a held-out GPU has.
-    let contexts = |steps: &mut dyn Iterator<Item = &FamilyPoint>| -> BTreeSet<usize> {
-        steps
-            .filter(|p| p.kind == "decode")
-            .map(|p| p.tokens)
-            .collect()
-    };
-    let fitted_keys = contexts(&mut points.iter());
-    let held_keys = contexts(&mut others.iter().flat_map(|(_, _, steps)| steps.iter()));
-    let list = |keys: &BTreeSet<usize>| -> String {
-        keys.iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
-    let mut keys = format!("{} keys", list(&fitted_keys));
-    let only_held: BTreeSet<usize> = held_keys.difference(&fitted_keys).copied().collect();
-    if !only_held.is_empty() {
-        keys.push_str(&format!(" (held-out GPUs also {})", list(&only_held)));
-    }
+    let keys = contexts_label(points, others.iter().flat_map(|(_, _, steps)| steps.iter()));
     let chart = Chart {
         title: "Operator cost model on steps it was not fitted on".into(),
         subtitle: format!(

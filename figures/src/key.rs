@@ -183,12 +183,7 @@ fn draw_sample<DB: DrawingBackend>(
         Sample::Reference { index } => {
             let line = REFERENCE_COLOUR.stroke_width(lines::LINE_WIDTH);
             let (dash, gap) = lines::reference_dash(*index);
-            area.draw(&DashedPathElement::new(
-                ends,
-                (dash / 2).max(2),
-                gap / 2,
-                line,
-            ))?;
+            area.draw(&DashedPathElement::new(ends, dash / 2, gap / 2, line))?;
         }
     }
     Ok(())
