@@ -109,11 +109,16 @@ pub struct OperatorParams {
     /// Decode attention: an SM's seconds per key and KV head, besides its
     /// query heads' (loading the key and value rows).
     pub decode_kv_key_cost: f64,
+    /// Decode attention in the kernel of a warp per KV head (large
+    /// batches): an SM's seconds per key and KV head.
+    pub heads_kv_key_cost: f64,
+    /// The same kernel's seconds per key, KV head and query head of the group.
+    pub heads_key_cost: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 22;
+    pub const LEN: usize = 24;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -139,6 +144,8 @@ impl OperatorParams {
             self.sustained_flops_share,
             self.power_window,
             self.decode_kv_key_cost,
+            self.heads_kv_key_cost,
+            self.heads_key_cost,
         ]
     }
 
@@ -166,6 +173,8 @@ impl OperatorParams {
             sustained_flops_share: v[19],
             power_window: v[20],
             decode_kv_key_cost: v[21],
+            heads_kv_key_cost: v[22],
+            heads_key_cost: v[23],
         }
     }
 
@@ -194,6 +203,8 @@ impl OperatorParams {
             sustained_flops_share: 0.66,
             power_window: 2e-3,
             decode_kv_key_cost: 5e-9,
+            heads_kv_key_cost: 5e-9,
+            heads_key_cost: 5e-9,
         }
     }
 

@@ -6,11 +6,14 @@
 //!   decode-only steps replay the graph of the batch's bucket, whose splits
 //!   depend on the bucket alone). The busiest SM works through its blocks
 //!   (blocks over SMs, rounded up): a fixed cost per block plus, per key it
-//!   reads, a cost per KV head and one per query head; the blocks of the
-//!   longest sequence, which read the most keys, finish last, so the busiest
-//!   SM holds one of them and its share of the others; or the KV bytes stream at the copy
-//!   bandwidth, whichever is slower; one kernel latency, and one more for the
-//!   merge of split partials. DRAM delivers each sequence's keys once per
+//!   reads, a cost per KV head and one per query head, each its own for the
+//!   kernel of a warp per KV head (large batches), which reads whole cache
+//!   slots where the others share a head's keys among a block's warps; the
+//!   blocks of the longest sequence, which read the most keys, finish last,
+//!   so the busiest SM holds one of them and its share of the others; or the
+//!   KV bytes stream at the copy bandwidth, whichever is slower; plus one
+//!   kernel latency. Split partials are merged by a second kernel
+//!   ([`merge`]), priced as an elementwise kernel. DRAM delivers each sequence's keys once per
 //!   layer: the entries of a short chunk read the same cache blocks, and the
 //!   later ones find them in the L2 (taken to hold one layer's keys of a
 //!   sequence: 13 MB for qwen3-0.6b at 3,200 tokens, against the H100's and
@@ -26,6 +29,7 @@
 //!   fewer is not modelled.
 
 use super::gemm::{copy_seconds, smooth_max};
+use super::ops::{elementwise_seconds, Elementwise};
 use super::OperatorParams;
 use crate::features::{decode_keys_read, on_decode_path, tile_tokens};
 use engine::runner::attention_choice::{
@@ -62,6 +66,8 @@ pub struct DecodeWork {
     pub unique_keys: f64,
     /// Keys the longest entry reads (its sequence's context and new tokens).
     pub max_keys: f64,
+    /// Whether the kernel is the one of a warp per KV head.
+    pub heads_kernel: bool,
 }
 
 /// The decode-path launch of `batch` (`graphed`: a decode-only step).
@@ -104,6 +110,7 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
         keys,
         unique_keys,
         max_keys: max_ctx as f64,
+        heads_kernel: kernel == DecodeKernel::HeadsU4,
     }
 }
 
@@ -158,7 +165,11 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     // 2,000 keys, about 8 ns per key and head at group 4, 5 ns at group 8).
     let blocks = w.blocks.max(1);
     let per_sm = blocks.div_ceil(gpu.sm_count.max(1) as usize) as f64;
-    let key_cost = p.decode_kv_key_cost + group * p.decode_key_cost;
+    let key_cost = if w.heads_kernel {
+        p.heads_kv_key_cost + group * p.heads_key_cost
+    } else {
+        p.decode_kv_key_cost + group * p.decode_key_cost
+    };
     let units_per_block = (w.entries * m.num_kv_heads * w.splits) as f64 / blocks as f64;
     let kv_keys = w.keys * m.num_kv_heads as f64 / blocks as f64;
     let mean_block = p.decode_block_cost + kv_keys * key_cost;
@@ -168,13 +179,29 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     let longest_block =
         p.decode_block_cost + units_per_block * w.max_keys / w.splits.max(1) as f64 * key_cost;
     let work = (per_sm - 1.0) * mean_block + mean_block.max(longest_block);
-    let kernels = if w.splits > 1 { 2.0 } else { 1.0 };
-    kernels * p.attention_latency
+    p.attention_latency
         + smooth_max(
             copy_seconds(gpu, kv_bytes, 1.0),
             work,
             p.contention_exponent,
         )
+        + merge(m, w).map_or(0.0, |k| elementwise_seconds(p, gpu, &k))
+}
+
+/// The kernel that merges the split partials (`attn_combine`), when there
+/// are splits: a block of 128 threads per (entry, query head) reads its
+/// splits' f32 partial outputs and (max, sum) pairs and writes the bf16
+/// row, an elementwise kernel by its launch and its bytes.
+pub fn merge(m: &ModelShape, w: &DecodeWork) -> Option<Elementwise> {
+    if w.splits <= 1 {
+        return None;
+    }
+    let blocks = w.entries * m.num_q_heads;
+    let per_block = w.splits * (m.head_dim * 4 + 8) + m.head_dim * m.bytes_per_param;
+    Some(Elementwise {
+        bytes: (blocks * per_block) as f64,
+        blocks,
+    })
 }
 
 /// One layer's prefill attention seconds.
@@ -268,10 +295,14 @@ mod tests {
             contention_exponent: 1e6,
             ..OperatorParams::initial()
         };
-        let t = decode_seconds(&p, &m, &gpu, &decode_work(&m, &chunk, false));
+        let w = decode_work(&m, &chunk, false);
+        let t = decode_seconds(&p, &m, &gpu, &w);
         let bytes = 3232.0 * 4096.0;
         let dram = bytes / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
-        assert!((t - dram).abs() < 1e-9 * dram, "{t} {dram}");
+        // Besides the merge of its split partials.
+        let merged = merge(&m, &w).map_or(0.0, |k| elementwise_seconds(&p, &gpu, &k));
+        assert!(merged > 0.0);
+        assert!((t - dram - merged).abs() < 1e-9 * dram, "{t} {dram}");
     }
 
     #[test]
@@ -289,6 +320,7 @@ mod tests {
             keys: 64.0 * 300.0,
             unique_keys: 64.0 * 300.0,
             max_keys: 300.0,
+            heads_kernel: false,
         };
         // 512 blocks on 132 SMs: 4 on the busiest. Each block reads its
         // share of the 64 × 300 keys over 8 KV heads, for 2 query heads each.
@@ -334,10 +366,70 @@ mod tests {
         let key_cost = p.decode_kv_key_cost + 2.0 * p.decode_key_cost;
         let mean = p.decode_block_cost + 16_000.0 * 8.0 / 256.0 * key_cost;
         let longest = p.decode_block_cost + 8_500.0 / 2.0 * key_cost;
-        let latency = 2.0 * p.attention_latency;
+        let merged = merge(&m, &we).map_or(0.0, |k| elementwise_seconds(&p, &gpu, &k));
+        assert_eq!(merge(&m, &we), merge(&m, &ws));
+        let latency = p.attention_latency + merged;
         assert!((te - (latency + 2.0 * mean)).abs() < 1e-9 * te, "{te}");
         assert!((ts - (latency + mean + longest)).abs() < 1e-9 * ts, "{ts}");
         assert!(ts > 1.5 * te, "{ts} {te}");
+    }
+
+    #[test]
+    fn split_partials_are_merged_by_an_elementwise_kernel() {
+        let m = ModelShape::qwen3_0_6b(); // 16 query heads of 128 dimensions
+        let one = BatchShape {
+            seqs: vec![seq(1, 299)],
+        };
+        // Batch 1 in a graph: 32 splits. attn_combine runs a block per query
+        // head; each reads 32 partial rows of 128 f32 and a (max, sum) pair
+        // per split, and writes a bf16 row of 128.
+        let w = decode_work(&m, &one, true);
+        let k = merge(&m, &w).expect("32 splits are merged");
+        assert_eq!(k.blocks, 16);
+        assert_eq!(k.bytes, 16.0 * (32.0 * (128.0 * 4.0 + 8.0) + 128.0 * 2.0));
+        // One split writes the output itself: no second kernel.
+        let fifty = BatchShape {
+            seqs: vec![seq(1, 299); 50],
+        };
+        assert_eq!(merge(&m, &decode_work(&m, &fifty, true)), None);
+    }
+
+    #[test]
+    fn the_kernel_of_a_warp_per_kv_head_has_its_own_key_costs() {
+        let m = ModelShape::qwen3_0_6b();
+        let gpu = GpuSpec {
+            mem_bandwidth: 1e15,
+            ..crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
+        };
+        let p = OperatorParams {
+            contention_exponent: 1e6,
+            ..OperatorParams::initial()
+        };
+        // 256 decodes take the warp-per-KV-head kernel, 128 the 4-warp one.
+        let big = decode_work(
+            &m,
+            &BatchShape {
+                seqs: vec![seq(1, 999); 256],
+            },
+            true,
+        );
+        let small = decode_work(
+            &m,
+            &BatchShape {
+                seqs: vec![seq(1, 999); 128],
+            },
+            true,
+        );
+        assert!(big.heads_kernel && !small.heads_kernel);
+        let dearer = OperatorParams {
+            heads_key_cost: 2.0 * p.heads_key_cost,
+            ..p
+        };
+        assert!(decode_seconds(&dearer, &m, &gpu, &big) > decode_seconds(&p, &m, &gpu, &big));
+        assert_eq!(
+            decode_seconds(&dearer, &m, &gpu, &small),
+            decode_seconds(&p, &m, &gpu, &small)
+        );
     }
 
     #[test]

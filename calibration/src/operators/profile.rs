@@ -30,8 +30,9 @@ use sim::{CostModel, GpuSpec, ModelShape};
 use std::path::Path;
 
 /// The layout version of an operator profile file (2: decode attention's
-/// cost per key and KV head, `decode_kv_key_cost`).
-pub const FORMAT: u32 = 2;
+/// cost per key and KV head, `decode_kv_key_cost`; 3: the key costs of the
+/// kernel of a warp per KV head, `heads_kv_key_cost` and `heads_key_cost`).
+pub const FORMAT: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {

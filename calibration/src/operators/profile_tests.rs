@@ -122,15 +122,19 @@ fn an_old_or_foreign_file_says_how_to_refit() {
     let text = ron::ser::to_string(&OperatorParams::initial()).expect("ron");
     let err = OperatorProfile::parse(&text, "old.ron").expect_err("bare params are not a profile");
     assert!(err.to_string().contains("exp transfer-check"), "{err}");
-    let mut p = profile();
-    p.format = FORMAT + 1;
-    let text = ron::ser::to_string(&p).expect("ron");
-    let err = OperatorProfile::parse(&text, "new.ron").expect_err("a later format");
-    let msg = err.to_string();
-    assert!(
-        msg.contains("format 2") && msg.contains("exp transfer-check"),
-        "{msg}"
-    );
+    // The format before this one, and one after it.
+    for found in [FORMAT - 1, FORMAT + 1] {
+        let mut p = profile();
+        p.format = found;
+        let text = ron::ser::to_string(&p).expect("ron");
+        let err = OperatorProfile::parse(&text, "other.ron").expect_err("another format");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("format {found}, this exp reads format {FORMAT}"))
+                && msg.contains("exp transfer-check"),
+            "{msg}"
+        );
+    }
 }
 
 #[test]
