@@ -90,7 +90,8 @@ pub struct CalibrateArgs {
     /// Measure no single runner: the steps and kernel groups of several
     /// sizes and SM counts, through engine-bench, fitted into an operator
     /// profile (`--cost-model operators --operator-profile OUT`;
-    /// calibrate_operators.rs). The H200 only.
+    /// calibrate_operators.rs), on whichever datasheet GPU engine-bench
+    /// runs on (named in its log; `--gpu` must agree).
     #[arg(
         long,
         conflicts_with_all = ["endpoint", "refit", "model", "backend", "sm_count", "grid", "reps", "warmup"]
