@@ -238,6 +238,24 @@ mod tests {
     use super::*;
     use engine::SeqShape;
 
+    /// The initial parameters, an SM-bound kernel's work and its DRAM time
+    /// joined by a hard maximum.
+    fn hard_max() -> OperatorParams {
+        OperatorParams {
+            contention_exponent: 1e6,
+            ..OperatorParams::initial()
+        }
+    }
+
+    /// The H200 with bandwidth to spare, so that the SMs' work sets a
+    /// decode's time.
+    fn sm_bound_h200() -> GpuSpec {
+        GpuSpec {
+            mem_bandwidth: 1e15,
+            ..crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
+        }
+    }
+
     fn seq(new: u32, ctx: u32) -> SeqShape {
         SeqShape {
             new_tokens: new,
@@ -292,8 +310,7 @@ mod tests {
             decode_key_cost: 0.0,
             decode_kv_key_cost: 0.0,
             attention_latency: 0.0,
-            contention_exponent: 1e6,
-            ..OperatorParams::initial()
+            ..hard_max()
         };
         let w = decode_work(&m, &chunk, false);
         let t = decode_seconds(&p, &m, &gpu, &w);
@@ -309,10 +326,7 @@ mod tests {
     fn decode_attention_by_hand() {
         let m = ModelShape::qwen3_0_6b();
         let gpu = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
-        let p = OperatorParams {
-            contention_exponent: 1e6,
-            ..OperatorParams::initial()
-        };
+        let p = hard_max();
         let w = DecodeWork {
             entries: 64,
             splits: 1,
@@ -334,17 +348,9 @@ mod tests {
 
     #[test]
     fn the_blocks_of_the_longest_sequence_set_the_decode_time() {
-        // 8 KV heads, group 2; bandwidth to spare, so that the SMs' work
-        // sets the time.
+        // 8 KV heads, group 2.
         let m = ModelShape::qwen3_0_6b();
-        let gpu = GpuSpec {
-            mem_bandwidth: 1e15,
-            ..crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
-        };
-        let p = OperatorParams {
-            contention_exponent: 1e6,
-            ..OperatorParams::initial()
-        };
+        let (gpu, p) = (sm_bound_h200(), hard_max());
         // 16 decodes at 1,000 keys each, and the same 16,000 keys with one
         // sequence at 8,500 and fifteen at 500.
         let even = BatchShape {
@@ -397,14 +403,7 @@ mod tests {
     #[test]
     fn the_kernel_of_a_warp_per_kv_head_has_its_own_key_costs() {
         let m = ModelShape::qwen3_0_6b();
-        let gpu = GpuSpec {
-            mem_bandwidth: 1e15,
-            ..crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
-        };
-        let p = OperatorParams {
-            contention_exponent: 1e6,
-            ..OperatorParams::initial()
-        };
+        let (gpu, p) = (sm_bound_h200(), hard_max());
         // 256 decodes take the warp-per-KV-head kernel, 128 the 4-warp one.
         let big = decode_work(
             &m,
