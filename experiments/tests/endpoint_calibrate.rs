@@ -2,9 +2,9 @@
 //! the black-box profile's provenance names the endpoint, and its decode
 //! and prefill steps (a cached prefix's among them) match the cost model
 //! the server runs on, all but at most one of the checks, with no HTTP
-//! round trip in them. Its own test binary
-//! (cargo runs test binaries one after another), so no other test loads
-//! the two cores while the probes time the server.
+//! round trip in them. Its own test binary (cargo runs test binaries one
+//! after another), so no other test loads the two cores while the probes
+//! time the server.
 
 #[path = "integration/sim_server.rs"]
 mod sim_server;
