@@ -72,7 +72,8 @@ pub struct OperatorParams {
     /// large is a hard maximum).
     pub overlap_exponent: f64,
     /// Decode attention: an SM's seconds per block (loading its queries,
-    /// writing its partials).
+    /// writing its output), per query head of the group in key-sharing
+    /// blocks that write split partials ([`attention::block_cost`]).
     pub decode_block_cost: f64,
     /// Decode attention: an SM's seconds per key, KV head and query head of
     /// the group.

@@ -5,7 +5,8 @@
 //!   split count and grid the runner picks ([`engine::runner::attention_choice`];
 //!   decode-only steps replay the graph of the batch's bucket, whose splits
 //!   depend on the bucket alone). The busiest SM works through its blocks
-//!   (blocks over SMs, rounded up): a fixed cost per block plus, per key it
+//!   (blocks over SMs, rounded up): a fixed cost per block ([`block_cost`]:
+//!   per query head of the group where a block writes split partials) plus, per key it
 //!   reads, a cost per KV head and one per query head, each its own for the
 //!   kernel of a warp per KV head (large batches), which reads whole cache
 //!   slots where the others share a head's keys among a block's warps; the
@@ -172,12 +173,13 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     };
     let units_per_block = (w.entries * m.num_kv_heads * w.splits) as f64 / blocks as f64;
     let kv_keys = w.keys * m.num_kv_heads as f64 / blocks as f64;
-    let mean_block = p.decode_block_cost + kv_keys * key_cost;
+    let block_cost = block_cost(p, m, w);
+    let mean_block = block_cost + kv_keys * key_cost;
     // The blocks of the longest sequence read the most keys: the SM holding
     // one of them finishes last when contexts differ (a batch of uniform
     // contexts has no such block).
     let longest_block =
-        p.decode_block_cost + units_per_block * w.max_keys / w.splits.max(1) as f64 * key_cost;
+        block_cost + units_per_block * w.max_keys / w.splits.max(1) as f64 * key_cost;
     let work = (per_sm - 1.0) * mean_block + mean_block.max(longest_block);
     p.attention_latency
         + smooth_max(
@@ -186,6 +188,24 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
             p.contention_exponent,
         )
         + merge(m, w).map_or(0.0, |k| elementwise_seconds(p, gpu, &k))
+}
+
+/// An SM's fixed seconds for one decode block, besides its keys: once per
+/// query head of the group in a key-sharing block that writes split
+/// partials (it merges its warps' partial outputs and writes them one query
+/// head at a time), once otherwise. Why: on 8 to 64 SMs of the H200 a
+/// batch-1 decode's 8-warp blocks (32 splits, about 9 keys each) cost the
+/// busiest SM 1.3 µs a block at group 2 (qwen3-0.6b) and 3.0 µs at group 4
+/// (qwen3-8b), where batch 64's single-split 4-warp blocks (300 keys) cost
+/// 4.6 and 8.0 µs, a difference their keys' cost per query head accounts
+/// for (`results/h200/operators/groups.csv`, attention of decode1 and
+/// decode64, per layer against blocks per SM).
+pub fn block_cost(p: &OperatorParams, m: &ModelShape, w: &DecodeWork) -> f64 {
+    if w.heads_kernel || w.splits <= 1 {
+        p.decode_block_cost
+    } else {
+        p.decode_block_cost * (m.num_q_heads / m.num_kv_heads.max(1)).max(1) as f64
+    }
 }
 
 /// The kernel that merges the split partials (`attn_combine`), when there
@@ -254,6 +274,10 @@ mod tests {
             mem_bandwidth: 1e15,
             ..crate::datasheet::lookup("h200-sxm").expect("h200 in the table")
         }
+    }
+
+    fn qwen3_8b() -> ModelShape {
+        ModelShape::from_qwen3(&engine::model::Qwen3Config::preset("qwen3-8b").expect("preset"))
     }
 
     fn seq(new: u32, ctx: u32) -> SeqShape {
@@ -369,9 +393,10 @@ mod tests {
         // The same keys over the same grid: only the longest blocks differ.
         // 16 decodes × 8 KV heads × 2 splits = 256 blocks, 2 on the busiest
         // of 132 SMs; the longest block reads 8,500 / 2 keys.
+        // Each block writes split partials: its fixed cost is per query head.
         let key_cost = p.decode_kv_key_cost + 2.0 * p.decode_key_cost;
-        let mean = p.decode_block_cost + 16_000.0 * 8.0 / 256.0 * key_cost;
-        let longest = p.decode_block_cost + 8_500.0 / 2.0 * key_cost;
+        let mean = 2.0 * p.decode_block_cost + 16_000.0 * 8.0 / 256.0 * key_cost;
+        let longest = 2.0 * p.decode_block_cost + 8_500.0 / 2.0 * key_cost;
         let merged = merge(&m, &we).map_or(0.0, |k| elementwise_seconds(&p, &gpu, &k));
         assert_eq!(merge(&m, &we), merge(&m, &ws));
         let latency = p.attention_latency + merged;
@@ -398,6 +423,35 @@ mod tests {
             seqs: vec![seq(1, 299); 50],
         };
         assert_eq!(merge(&m, &decode_work(&m, &fifty, true)), None);
+    }
+
+    #[test]
+    fn blocks_writing_split_partials_pay_their_fixed_cost_per_query_head() {
+        let p = hard_max();
+        let one = BatchShape {
+            seqs: vec![seq(1, 299)],
+        };
+        let fifty = BatchShape {
+            seqs: vec![seq(1, 299); 50],
+        };
+        // Batch 1 (32 splits): group 2 for qwen3-0.6b, 4 for qwen3-8b.
+        for (m, group) in [(ModelShape::qwen3_0_6b(), 2.0), (qwen3_8b(), 4.0)] {
+            let w = decode_work(&m, &one, true);
+            assert!(w.splits > 1 && !w.heads_kernel);
+            assert_eq!(block_cost(&p, &m, &w), group * p.decode_block_cost);
+            // Batch 50 (graph of 64) writes its output in one split.
+            let w = decode_work(&m, &fifty, true);
+            assert_eq!(w.splits, 1);
+            assert_eq!(block_cost(&p, &m, &w), p.decode_block_cost);
+        }
+        // The kernel of a warp per KV head, split or not: once a block.
+        let m = qwen3_8b();
+        let w = DecodeWork {
+            splits: 2,
+            heads_kernel: true,
+            ..decode_work(&m, &one, true)
+        };
+        assert_eq!(block_cost(&p, &m, &w), p.decode_block_cost);
     }
 
     #[test]

@@ -31,8 +31,10 @@ use std::path::Path;
 
 /// The layout version of an operator profile file (2: decode attention's
 /// cost per key and KV head, `decode_kv_key_cost`; 3: the key costs of the
-/// kernel of a warp per KV head, `heads_kv_key_cost` and `heads_key_cost`).
-pub const FORMAT: u32 = 3;
+/// kernel of a warp per KV head, `heads_kv_key_cost` and `heads_key_cost`;
+/// 4: `decode_block_cost` counted per query head in blocks that write split
+/// partials, so a format-3 value would price them wrong).
+pub const FORMAT: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {
