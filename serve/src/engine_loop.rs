@@ -176,6 +176,10 @@ impl<R: ModelRunner> LoopState<R> {
             if let Some(seconds) = outcome.modeled_seconds {
                 clock.wait_until(start + seconds * self.time_scale);
             }
+            // Gauges first, so a client that reads /metrics after a token of
+            // this step sees the state that produced it; again after, for the
+            // blocks that aborts and finished requests give back.
+            self.publish();
             self.dispatch(outcome);
             self.publish();
         }
