@@ -192,8 +192,8 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
 
 /// An SM's fixed seconds for one decode block, besides its keys: once per
 /// query head of the group in a key-sharing block that writes split
-/// partials (it merges its warps' partial outputs and writes them one query
-/// head at a time), once otherwise. Why: on 8 to 64 SMs of the H200 a
+/// partials (f32 rows and a max and sum per query head), once otherwise.
+/// Measured, the cause not isolated: on 8 to 64 SMs of the H200 a
 /// batch-1 decode's 8-warp blocks (32 splits, about 9 keys each) cost the
 /// busiest SM 1.3 µs a block at group 2 (qwen3-0.6b) and 3.0 µs at group 4
 /// (qwen3-8b), where batch 64's single-split 4-warp blocks (300 keys) cost
