@@ -87,7 +87,7 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
     if entries == 0 {
         return DecodeWork::default();
     }
-    let group = (m.num_q_heads / m.num_kv_heads.max(1)).max(1);
+    let group = gqa_group(m);
     let (launched, known_ctx) = if graphed {
         (graph_bucket(entries), None)
     } else {
@@ -158,7 +158,7 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     if w.entries == 0 {
         return 0.0;
     }
-    let group = (m.num_q_heads / m.num_kv_heads.max(1)) as f64;
+    let group = gqa_group(m) as f64;
     let kv_bytes = w.unique_keys * (2 * m.num_kv_heads * m.head_dim * m.bytes_per_param) as f64;
     // The busiest SM's blocks, each its share of the keys. A key costs a
     // block once for its K and V rows and once more for each query head of
@@ -187,7 +187,12 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
             work,
             p.contention_exponent,
         )
-        + merge(m, w).map_or(0.0, |k| elementwise_seconds(p, gpu, &k))
+        + merge_seconds(p, m, gpu, w)
+}
+
+/// Query heads per KV head (a valid Qwen3 shape's heads divide evenly).
+fn gqa_group(m: &ModelShape) -> usize {
+    (m.num_q_heads / m.num_kv_heads.max(1)).max(1)
 }
 
 /// An SM's fixed seconds for one decode block, besides its keys: once per
@@ -204,7 +209,7 @@ pub fn block_cost(p: &OperatorParams, m: &ModelShape, w: &DecodeWork) -> f64 {
     if w.heads_kernel || w.splits <= 1 {
         p.decode_block_cost
     } else {
-        p.decode_block_cost * (m.num_q_heads / m.num_kv_heads.max(1)).max(1) as f64
+        p.decode_block_cost * gqa_group(m) as f64
     }
 }
 
@@ -222,6 +227,11 @@ pub fn merge(m: &ModelShape, w: &DecodeWork) -> Option<Elementwise> {
         bytes: (blocks * per_block) as f64,
         blocks,
     })
+}
+
+/// Seconds of the merge kernel of `w`'s split partials; zero without splits.
+pub fn merge_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &DecodeWork) -> f64 {
+    merge(m, w).map_or(0.0, |k| elementwise_seconds(p, gpu, &k))
 }
 
 /// One layer's prefill attention seconds.
@@ -341,7 +351,7 @@ mod tests {
         let bytes = 3232.0 * 4096.0;
         let dram = bytes / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
         // Besides the merge of its split partials.
-        let merged = merge(&m, &w).map_or(0.0, |k| elementwise_seconds(&p, &gpu, &k));
+        let merged = merge_seconds(&p, &m, &gpu, &w);
         assert!(merged > 0.0);
         assert!((t - dram - merged).abs() < 1e-9 * dram, "{t} {dram}");
     }
@@ -397,7 +407,7 @@ mod tests {
         let key_cost = p.decode_kv_key_cost + 2.0 * p.decode_key_cost;
         let mean = 2.0 * p.decode_block_cost + 16_000.0 * 8.0 / 256.0 * key_cost;
         let longest = 2.0 * p.decode_block_cost + 8_500.0 / 2.0 * key_cost;
-        let merged = merge(&m, &we).map_or(0.0, |k| elementwise_seconds(&p, &gpu, &k));
+        let merged = merge_seconds(&p, &m, &gpu, &we);
         assert_eq!(merge(&m, &we), merge(&m, &ws));
         let latency = p.attention_latency + merged;
         assert!((te - (latency + 2.0 * mean)).abs() < 1e-9 * te, "{te}");
