@@ -33,8 +33,10 @@ use std::path::Path;
 /// cost per key and KV head, `decode_kv_key_cost`; 3: the key costs of the
 /// kernel of a warp per KV head, `heads_kv_key_cost` and `heads_key_cost`;
 /// 4: `decode_block_cost` counted per query head in blocks that write split
-/// partials, so a format-3 value would price them wrong).
-pub const FORMAT: u32 = 4;
+/// partials, so a format-3 value would price them wrong; 5: a GEMM's wave
+/// latency paid for its first [`super::gemm::EXPOSED_WAVES`] waves only, so
+/// a format-4 `gemm_wave_latency` is fitted for another model).
+pub const FORMAT: u32 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {
