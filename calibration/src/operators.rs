@@ -115,11 +115,14 @@ pub struct OperatorParams {
     pub heads_kv_key_cost: f64,
     /// The same kernel's seconds per key, KV head and query head of the group.
     pub heads_key_cost: f64,
+    /// Prefill attention: seconds of each 64-key iteration of a block that
+    /// its SM's other resident blocks do not share ([`attention::prefill_seconds`]).
+    pub prefill_iteration_latency: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 24;
+    pub const LEN: usize = 25;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -147,6 +150,7 @@ impl OperatorParams {
             self.decode_kv_key_cost,
             self.heads_kv_key_cost,
             self.heads_key_cost,
+            self.prefill_iteration_latency,
         ]
     }
 
@@ -176,6 +180,7 @@ impl OperatorParams {
             decode_kv_key_cost: v[21],
             heads_kv_key_cost: v[22],
             heads_key_cost: v[23],
+            prefill_iteration_latency: v[24],
         }
     }
 
@@ -206,6 +211,7 @@ impl OperatorParams {
             decode_kv_key_cost: 5e-9,
             heads_kv_key_cost: 5e-9,
             heads_key_cost: 5e-9,
+            prefill_iteration_latency: 1e-6,
         }
     }
 

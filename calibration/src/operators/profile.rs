@@ -35,8 +35,9 @@ use std::path::Path;
 /// 4: `decode_block_cost` counted per query head in blocks that write split
 /// partials, so a format-3 value would price them wrong; 5: a GEMM's wave
 /// latency paid for its first [`super::gemm::EXPOSED_WAVES`] waves only, so
-/// a format-4 `gemm_wave_latency` is fitted for another model).
-pub const FORMAT: u32 = 5;
+/// a format-4 `gemm_wave_latency` is fitted for another model; 6: a prefill
+/// attention iteration's unshared latency, `prefill_iteration_latency`).
+pub const FORMAT: u32 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {
