@@ -105,8 +105,13 @@ pub fn gemm_padded_rows(m: usize) -> usize {
 /// tokens as fit, `64 / group` (a group of 5 takes 12 tokens in 60 rows and
 /// leaves 4 rows masked).
 pub fn attention_tile_tokens(num_q_heads: usize, num_kv_heads: usize) -> usize {
-    let group = (num_q_heads / num_kv_heads.max(1)).max(1);
-    (64 / group).max(1)
+    (64 / gqa_group(num_q_heads, num_kv_heads)).max(1)
+}
+
+/// Query heads per KV head, at least 1 (a valid Qwen3 shape's heads divide
+/// evenly).
+pub fn gqa_group(num_q_heads: usize, num_kv_heads: usize) -> usize {
+    (num_q_heads / num_kv_heads.max(1)).max(1)
 }
 
 /// Whether the CUDA runner runs a prefill chunk of `new_tokens` after

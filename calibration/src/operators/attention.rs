@@ -192,9 +192,9 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
         + merge_seconds(p, m, gpu, w)
 }
 
-/// Query heads per KV head (a valid Qwen3 shape's heads divide evenly).
+/// Query heads per KV head of `m` ([`engine::runner::gqa_group`]).
 fn gqa_group(m: &ModelShape) -> usize {
-    (m.num_q_heads / m.num_kv_heads.max(1)).max(1)
+    engine::runner::gqa_group(m.num_q_heads, m.num_kv_heads)
 }
 
 /// An SM's fixed seconds for one decode block, besides its keys: once per
