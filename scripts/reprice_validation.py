@@ -14,9 +14,12 @@ each condition is compared with the measured one: error_pct = (sim - real)
 against real runs already committed, without a GPU. What differs from exp
 validate's own sim side: the sim sizes its KV cache from the GPU's memory
 (exp validate gives it the real runner's), and the per-step rows are not
-re-priced. Writes experiment, condition, metric, real, sim, error_pct
-(CSV on stdout or --out); --table prints, per experiment and metric, the
-median and largest |error| and the signed median instead.
+re-priced. Writes experiment, condition, metric, real, sim, error_pct,
+sim_low, sim_high (CSV on stdout or --out; the last two from the run's
+bands.csv, the sim figure with its cost model's held-out step error carried
+through, empty where the run wrote none); --table prints, per experiment
+and metric, the median and largest |error|, the signed median, and how many
+measured figures lie outside the sim's band instead.
 """
 
 import argparse
@@ -63,8 +66,10 @@ def sim_command(exp, name, model, short, runs, extra):
     return cmd + extra
 
 
-def compare(rows, summaries):
-    """(experiment, condition, metric, real, sim, error_pct) for each row whose condition one sim summary row matches."""
+def compare(rows, summaries, bands=None):
+    """(experiment, condition, metric, real, sim, error_pct, sim_low, sim_high) for each row whose
+    condition one sim summary row matches; the band from `bands` {(experiment, condition, metric): (low, high)}."""
+    bands = bands or {}
     out = []
     for r in rows:
         sim = summaries.get(r["experiment"], [])
@@ -74,19 +79,31 @@ def compare(rows, summaries):
             continue
         real, value = float(r["real"]), float(match[0][r["metric"]])
         error = "" if real == 0 else "%.3f" % ((value - real) / real * 100)
-        out.append((r["experiment"], r["condition"], r["metric"], r["real"], match[0][r["metric"]], error))
+        low, high = bands.get((r["experiment"], r["condition"], r["metric"]), ("", ""))
+        out.append((r["experiment"], r["condition"], r["metric"], r["real"], match[0][r["metric"]], error, low, high))
     return out
+
+
+def read_bands(runs, name):
+    """{(name, condition, metric): (low, high)} from RUNS/NAME/sim/bands.csv; {} when the run wrote none."""
+    path = os.path.join(runs, name, "sim", "bands.csv")
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as f:
+        return {(name, b["condition"], b["metric"]): (b["low"], b["high"]) for b in csv.DictReader(f)}
 
 
 def table(compared):
     by = {}
-    for e, _, m, _, _, err in compared:
+    for e, _, m, real, _, err, low, high in compared:
         if err != "":
-            by.setdefault((e, m), []).append(float(err))
-    lines = ["%-15s %-22s %3s %8s %8s %8s" % ("experiment", "metric", "n", "med|e|%", "max|e|%", "med e%")]
+            outside = low != "" and not float(low) <= float(real) <= float(high)
+            by.setdefault((e, m), []).append((float(err), outside))
+    lines = ["%-15s %-22s %3s %8s %8s %8s %12s" % ("experiment", "metric", "n", "med|e|%", "max|e|%", "med e%", "out of band")]
     for (e, m), v in by.items():
-        a = sorted(abs(x) for x in v)
-        lines.append("%-15s %-22s %3d %8.1f %8.1f %+8.1f" % (e, m, len(v), statistics.median(a), a[-1], statistics.median(v)))
+        a = sorted(abs(x) for x, _ in v)
+        signed = statistics.median(x for x, _ in v)
+        lines.append("%-15s %-22s %3d %8.1f %8.1f %+8.1f %12d" % (e, m, len(v), statistics.median(a), a[-1], signed, sum(o for _, o in v)))
     return "\n".join(lines) + "\n"
 
 
@@ -106,7 +123,7 @@ def main(argv=None):
     p.add_argument("--table", action="store_true")
     a = p.parse_args(argv)
     rows = read_validation(a.validation)
-    summaries = {}
+    summaries, bands = {}, {}
     for name in sorted({r["experiment"] for r in rows}):
         cmd = sim_command(a.exp, name, a.model, a.short, a.runs, extra)
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -114,13 +131,14 @@ def main(argv=None):
             raise SystemExit("%s failed (%d):\n%s" % (" ".join(cmd), done.returncode, done.stderr))
         with open(os.path.join(a.runs, name, "sim", "summary.csv"), newline="") as f:
             summaries[name] = list(csv.DictReader(f))
-    compared = compare(rows, summaries)
+        bands.update(read_bands(a.runs, name))
+    compared = compare(rows, summaries, bands)
     if a.table:
         text = table(compared)
     else:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["experiment", "condition", "metric", "real", "sim", "error_pct"])
+        w.writerow(["experiment", "condition", "metric", "real", "sim", "error_pct", "sim_low", "sim_high"])
         w.writerows(compared)
         text = buf.getvalue()
     if a.out:

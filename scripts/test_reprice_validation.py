@@ -41,6 +41,12 @@ rows = {
     "poisson_mix": "rate_rps,throughput_tok_s\n10,105.0\n40,300.0\n",
 }[name]
 open(os.path.join(d, "summary.csv"), "w").write(rows)
+if name == "cb_sweep":
+    open(os.path.join(d, "bands.csv"), "w").write(
+        "condition,metric,value,low,high,error_pct\n"
+        "max_num_seqs=1 concurrency=1,itl_median_ms,1.1,1.05,1.15,4.5\n"
+        "max_num_seqs=1 concurrency=4,itl_median_ms,1.8,1.7,2.2,22.2\n"
+    )
 """
 
 
@@ -75,6 +81,9 @@ class Reprice(unittest.TestCase):
                 ("poisson_mix", "rate_rps=10", "throughput_tok_s"): 5.0,
             },
         )
+        bands = {(r["condition"], r["metric"]): (r["sim_low"], r["sim_high"]) for r in rows}
+        self.assertEqual(bands[("max_num_seqs=1 concurrency=4", "itl_median_ms")], ("1.7", "2.2"))
+        self.assertEqual(bands[("rate_rps=10", "throughput_tok_s")], ("", ""), "a run without bands.csv")
         calls = open(os.path.join(self.runs, "calls.txt")).read().splitlines()
         self.assertEqual(len(calls), 2)
         self.assertIn("run cb_sweep --mode sim --model qwen3-8b", calls[0])
@@ -85,7 +94,8 @@ class Reprice(unittest.TestCase):
         text = self.run_main("--table")
         line = [l for l in text.splitlines() if "itl_median_ms" in l][0].split()
         self.assertEqual(line[:3], ["cb_sweep", "itl_median_ms", "2"])
-        self.assertEqual([float(x) for x in line[3:]], [10.0, 10.0, 0.0])
+        # Measured 1.0 lies below the band 1.05-1.15, 2.0 inside 1.7-2.2.
+        self.assertEqual([float(x) for x in line[3:]], [10.0, 10.0, 0.0, 1.0])
 
     def test_a_file_that_is_not_a_validation_table_is_refused(self):
         with open(self.validation, "w") as f:

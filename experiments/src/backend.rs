@@ -20,6 +20,7 @@ mod real;
 pub mod runner;
 pub mod shipped;
 mod sim_backend;
+pub mod step_error;
 
 pub use cost::{cost_for, operator_cost, CostBasis, CostSource, ProfileLookup, ResolvedCost};
 pub use endpoint::{EndpointBackend, EndpointSpec};
@@ -128,6 +129,8 @@ pub enum BackendError {
     Engine(#[from] engine::EngineError),
     #[error(transparent)]
     Run(#[from] sim::RunError),
+    #[error(transparent)]
+    StepError(#[from] step_error::StepErrorError),
 }
 
 impl From<endpoint::EndpointError> for BackendError {
@@ -197,6 +200,14 @@ pub trait Backend {
     fn check_conditions(&self, conditions: &[Condition]) -> Result<(), BackendError> {
         let _ = conditions;
         Ok(())
+    }
+    /// This backend with every step off by `share` (−1..=1) of the error its
+    /// cost model's hold-outs measured ([`step_error::StepErrorCost`]);
+    /// `None` where it has no such error (a real runner, a cost model
+    /// without hold-outs).
+    fn with_step_error(&self, share: f64) -> Result<Option<Box<dyn Backend>>, BackendError> {
+        let _ = share;
+        Ok(None)
     }
     fn run(&self, engine: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError>;
     /// [`Backend::run`], calling `observe` as the run progresses (after each

@@ -10,7 +10,7 @@ use crate::table::{Cell, Table};
 
 pub const COLUMNS: &[&str] = &["condition", "metric", "real", "sim", "error_pct"];
 
-fn condition_of(table: &Table, row: &[Cell], key_columns: usize) -> String {
+pub(crate) fn condition_of(table: &Table, row: &[Cell], key_columns: usize) -> String {
     table
         .columns
         .iter()

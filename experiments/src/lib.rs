@@ -15,6 +15,7 @@
 //! (`exp validate`); [`memory`] estimates the host memory a run needs.
 
 pub mod backend;
+pub mod bands;
 pub mod calibrate;
 pub mod calibrate_endpoint;
 pub mod calibrate_operators;

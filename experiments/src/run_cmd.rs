@@ -18,6 +18,11 @@
 //! the first seed's files are written as for one seed, and the mode folder
 //! also gets `summary_seeds.csv` (every seed's summary) and `seeds.csv`
 //! (every metric's spread over the seeds, [`crate::seeds`]).
+//!
+//! A sim run priced by a cost model with a held-out step error (the
+//! operator model) runs again with every step off by shares of that error
+//! and writes each figure's band to `bands.csv` beside its summary
+//! ([`crate::bands`]; the first seed's run only).
 
 use crate::backend::{build_backends, Backend, EndpointSpec, Mode};
 use crate::catalogue::{self, Experiment};
@@ -28,7 +33,7 @@ use crate::driver::{self, evaluate, write_run, RunOptions, RunOutput};
 use crate::run_dir::StagedRun;
 use crate::settings::Settings;
 use crate::table::Table;
-use crate::{progress, seeds};
+use crate::{bands, progress, seeds};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
@@ -218,6 +223,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let staged = StagedRun::begin(&opts.out, exp.name()).with_context(context)?;
     let mut output =
         write_run(exp, &settings, &backends, &opts, staged.path(), &seeds).with_context(context)?;
+    let bands_note =
+        write_bands(exp, &settings, &backends, &opts, &mut output).with_context(context)?;
     let mut printed = output.report.summary.to_csv();
     // More than one seed (sim mode only, one backend: `seed_list`).
     if let ([backend], [_, _, ..]) = (backends.as_slice(), seeds.as_slice()) {
@@ -225,7 +232,50 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .with_context(context)?;
     }
     let output = driver::commit(staged, output).with_context(context)?;
-    print_run(args.quiet, &printed, &output, &backends)
+    print_run(args.quiet, &printed, &output, &backends)?;
+    if let (false, Some(note)) = (args.quiet, bands_note) {
+        eprintln!("{note}");
+    }
+    Ok(())
+}
+
+/// Where the last backend (sim) has a held-out step error: the run again
+/// with its steps off by shares of it, each figure's band in `bands.csv`
+/// beside the summary ([`crate::bands`]); returns the line saying which
+/// figure moves most.
+fn write_bands(
+    exp: &dyn Experiment,
+    settings: &Settings,
+    backends: &[&dyn Backend],
+    opts: &RunOptions,
+    output: &mut RunOutput,
+) -> anyhow::Result<Option<String>> {
+    let Some(backend) = backends.last() else {
+        return Ok(None);
+    };
+    let report = &output.report;
+    let Some(bands) = bands::propagate(
+        exp,
+        settings,
+        *backend,
+        &report.summary,
+        report.key_columns,
+        opts.seed,
+        opts.prompts.as_ref(),
+        opts.quiet,
+    )?
+    else {
+        return Ok(None);
+    };
+    let path = output.dir.join("bands.csv");
+    std::fs::write(&path, bands.to_csv()).with_context(|| path.display().to_string())?;
+    output.files.push(path);
+    Ok(bands::widest(&bands, &[]).map(|(condition, metric, pct)| {
+        format!(
+            "that step error carried through this run (bands.csv): figures move by up to \
+             \u{b1}{pct:.0} % ({metric} at {condition})"
+        )
+    }))
 }
 
 /// stdout gets `printed`, stderr the expected error of each backend's

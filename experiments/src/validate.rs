@@ -4,8 +4,11 @@
 //! `poisson_mix`) with two backends, real first then sim on the same scripts
 //! (same seed, vocabulary and KV-cache size), writing each experiment's files
 //! under `--out DIR` as `exp run --mode both` does, then `DIR/validation.csv`
-//! with columns `experiment, condition, metric, real, sim, error_pct`
-//! (`error_pct` = (sim − real) / real × 100). Metrics kept from each
+//! with columns `experiment, condition, metric, real, sim, error_pct,
+//! sim_low, sim_high` (`error_pct` = (sim − real) / real × 100; `sim_low`
+//! and `sim_high` the sim figure's band with its cost model's held-out step
+//! error carried through the run, [`crate::bands`], empty for a cost model
+//! without one). Metrics kept from each
 //! experiment's `compare.csv`: [`METRICS`], every TTFT (`*ttft*_ms`) and
 //! cached-token column, and timing_leak's `attacker_accuracy`. Rows with
 //! experiment `steps` hold `step_abs_error_pct_median` and
@@ -21,6 +24,7 @@
 //! trace_replay.trace=FILE` and is otherwise skipped with a note on stderr.
 
 use crate::backend::{build_backends, Backend, Mode};
+use crate::bands;
 use crate::catalogue::{self, Experiment};
 use crate::cli_args::{CostArgs, RunnerArgs};
 use crate::driver::{run_experiment, RunOptions};
@@ -61,6 +65,8 @@ pub const COLUMNS: &[&str] = &[
     "real",
     "sim",
     "error_pct",
+    "sim_low",
+    "sim_high",
 ];
 
 #[derive(Debug, Clone, Args)]
@@ -162,6 +168,20 @@ fn widest_engine(settings: &[Settings]) -> engine::EngineConfig {
     e
 }
 
+/// `sim_low` and `sim_high` of `condition`'s `metric` in `bands` (empty
+/// cells where the sim has no band).
+fn band_of(bands: Option<&Table>, condition: &str, metric: &str) -> [Cell; 2] {
+    let found = bands.and_then(|b| {
+        b.rows
+            .iter()
+            .find(|r| r[0].to_string() == condition && r[1].to_string() == metric)
+    });
+    match found {
+        Some(row) => [row[3].clone(), row[4].clone()],
+        None => [Cell::Empty, Cell::Empty],
+    }
+}
+
 fn step_rows(table: &mut Table, condition: &str, errors: &[f64]) {
     for (metric, p) in [
         ("step_abs_error_pct_median", 50.0),
@@ -218,11 +238,26 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         let t0 = Instant::now();
         match run_experiment(*exp, s, &backends, &opts) {
             Ok(output) => {
+                let sim = backends[backends.len() - 1];
+                let report = &output.report;
+                let summary = (&report.summary, report.key_columns);
+                let bands = match bands::propagate(
+                    *exp, s, sim, summary.0, summary.1, args.seed, None, args.quiet,
+                ) {
+                    Ok(bands) => bands,
+                    Err(e) => {
+                        eprintln!("{}: the sim's bands FAILED: {e}", exp.name());
+                        failures.push(format!("{} (bands): {e}", exp.name()));
+                        None
+                    }
+                };
                 for row in output.compare.iter().flat_map(|c| &c.rows) {
                     let metric = row.get(1).map(|c| c.to_string()).unwrap_or_default();
                     if is_validation_metric(&metric) {
                         let mut r = vec![Cell::text(exp.name())];
                         r.extend(row.iter().cloned());
+                        let condition = row.first().map(|c| c.to_string()).unwrap_or_default();
+                        r.extend(band_of(bands.as_ref(), &condition, &metric));
                         table.push(r);
                     }
                 }

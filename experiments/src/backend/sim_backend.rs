@@ -13,12 +13,14 @@
 //! through `sim::cluster::run_disaggregated`, the link carrying the
 //! priced model's K/V (`ModelShape::kv_bytes_per_token`).
 
+use super::step_error::StepErrorCost;
 use super::{Backend, BackendError, BackendInfo, LoadedModel, ResolvedCost};
 use crate::fleet::{tag_with_placement, tag_with_replica, DisaggSpec, FleetSpec};
 use crate::script::{Script, ScriptWorkload};
 use engine::{EngineConfig, EngineCore};
 use sim::cluster::{run_disaggregated, DisaggConfig, DisaggFleet};
 use sim::{Arrival, RunRecords, SimRunner, VirtualClock, Workload};
+use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct SimBackend {
@@ -169,6 +171,18 @@ impl Backend for SimBackend {
 
     fn kv_blocks(&self, engine_cfg: &EngineConfig) -> Option<usize> {
         Some(self.capacity_blocks(engine_cfg))
+    }
+
+    fn with_step_error(&self, share: f64) -> Result<Option<Box<dyn Backend>>, BackendError> {
+        let Some(error) = &self.cost.expected_error else {
+            return Ok(None);
+        };
+        let mut cost = self.cost.clone();
+        cost.model = Arc::new(StepErrorCost::new(self.cost.model.clone(), error, share)?);
+        Ok(Some(Box::new(Self {
+            cost,
+            ..self.clone()
+        })))
     }
 
     fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {

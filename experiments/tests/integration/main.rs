@@ -3,6 +3,7 @@
 
 mod common;
 
+mod bands;
 mod both_modes;
 mod calibrate_operators;
 mod cli;

@@ -195,7 +195,9 @@ fn validate_runs_both_modes_and_writes_the_validation_table() {
             "metric",
             "real",
             "sim",
-            "error_pct"
+            "error_pct",
+            "sim_low",
+            "sim_high"
         ]
     );
     for (name, _) in TINY {
