@@ -24,10 +24,10 @@
 //!   a block costs a fixed part plus its 64-key iterations, each a latency
 //!   of its own plus its work at a share of its SM's FLOP/s, which the
 //!   blocks resident on the SM share (fewer than three an SM each run
-//!   faster). Blocks start in launch order (tiles of the first KV head,
-//!   then the next) on the first free slot, so the step lasts until the last
-//!   slot is done: on many SMs the long last tiles of a causal prompt leave
-//!   slots idle.
+//!   faster). Blocks start in launch order on the first free slot: the
+//!   runner launches the tiles longest first, every tile of the first KV
+//!   head, then of the next ([`prefill_blocks`]), so the step lasts until
+//!   the last slot is done.
 //! - Slots per SM are the H200's (64 warps, 3 prefill blocks); a GPU with
 //!   fewer is not modelled.
 
@@ -117,7 +117,10 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
     }
 }
 
-/// 64-key iterations of each prefill block, in launch order.
+/// 64-key iterations of each prefill block, in launch order: the runner
+/// sorts the tiles by the keys they attend to, longest first (stable, so
+/// ties keep sequence order; `cuda::meta`), and the grid runs every tile of
+/// the first KV head, then of the next.
 pub fn prefill_blocks(m: &ModelShape, batch: &BatchShape) -> Vec<usize> {
     let tile = tile_tokens(m);
     let mut tiles = Vec::new();
@@ -125,9 +128,14 @@ pub fn prefill_blocks(m: &ModelShape, batch: &BatchShape) -> Vec<usize> {
         let (ctx, new) = (s.context_before as usize, s.new_tokens as usize);
         for t in 0..new.div_ceil(tile) {
             let end = ((t + 1) * tile).min(new);
-            tiles.push((ctx + end).div_ceil(PREFILL_KEYS_PER_ITERATION));
+            tiles.push((ctx + end, (ctx + end).div_ceil(PREFILL_KEYS_PER_ITERATION)));
         }
     }
+    tiles.sort_by_key(|&(keys, _)| Reverse(keys));
+    let tiles: Vec<usize> = tiles
+        .into_iter()
+        .map(|(_, iterations)| iterations)
+        .collect();
     let mut blocks = Vec::with_capacity(tiles.len() * m.num_kv_heads);
     for _ in 0..m.num_kv_heads {
         blocks.extend_from_slice(&tiles);

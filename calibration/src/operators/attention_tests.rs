@@ -240,10 +240,20 @@ fn prefill_blocks_are_tiles_times_heads_in_launch_order() {
             seqs: vec![seq(100, 0)],
         },
     );
-    // Tiles end at 32, 64, 96, 100 keys: 1, 1, 2, 2 iterations, per KV head.
+    // Tiles end at 32, 64, 96, 100 keys: 1, 1, 2, 2 iterations, launched
+    // longest first, per KV head.
     assert_eq!(b.len(), 4 * 8);
-    assert_eq!(&b[..4], &[1, 1, 2, 2]);
-    assert_eq!(&b[4..8], &[1, 1, 2, 2]);
+    assert_eq!(&b[..4], &[2, 2, 1, 1]);
+    assert_eq!(&b[4..8], &[2, 2, 1, 1]);
+    // Two sequences: every tile sorted by its keys, a chunk over 64 cached
+    // keys (tiles ending at 96, 128) before a fresh prompt's (32, 64).
+    let two = prefill_blocks(
+        &m,
+        &BatchShape {
+            seqs: vec![seq(64, 0), seq(64, 64)],
+        },
+    );
+    assert_eq!(&two[..4], &[2, 2, 1, 1]);
 }
 
 #[test]
