@@ -31,6 +31,7 @@
 //!   architecture (per-SM rates are the H200's), and tensor parallelism.
 
 pub mod attention;
+pub mod burst;
 pub mod family;
 pub mod fit;
 pub mod gemm;

@@ -302,6 +302,11 @@ pub trait ModelRunner {
         None
     }
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError>;
+    /// The engine had nothing to run for `seconds` before its next step
+    /// (the simulator says so; a real runner lives the time and ignores it).
+    fn idle(&mut self, seconds: f64) {
+        let _ = seconds;
+    }
 }
 
 /// A borrowed runner serves an engine while its owner keeps it (weights and
@@ -316,6 +321,9 @@ impl<R: ModelRunner + ?Sized> ModelRunner for &mut R {
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
         (**self).execute(batch)
     }
+    fn idle(&mut self, seconds: f64) {
+        (**self).idle(seconds)
+    }
 }
 
 /// A boxed runner, `Box<dyn ModelRunner>` included: the runner kind can be
@@ -329,6 +337,9 @@ impl<R: ModelRunner + ?Sized> ModelRunner for Box<R> {
     }
     fn execute(&mut self, batch: &ScheduledBatch<'_>) -> Result<RunnerOutput, RunnerError> {
         (**self).execute(batch)
+    }
+    fn idle(&mut self, seconds: f64) {
+        (**self).idle(seconds)
     }
 }
 

@@ -1,7 +1,9 @@
 //! Cost models: batch composition -> step seconds.
 //!
 //! Contract: a [`CostModel`] prices one engine step from its [`BatchShape`]
-//! alone. The [`RooflineModel`] derives it from a GPU's datasheet and the model
+//! alone, or ([`CostModel::step_seconds_after`]) from it, the idle time
+//! before it and the GPU's recent work ([`GpuHistory`]), which a simulated
+//! engine's runner keeps from step to step. The [`RooflineModel`] derives it from a GPU's datasheet and the model
 //! shape; calibrated models (crate `calibration`) implement the same trait and
 //! can reuse [`RooflineModel::terms`], whose per-term seconds at peak a
 //! calibrated model scales linearly. How many KV-cache blocks fit on a GPU
@@ -19,6 +21,24 @@ use engine::BatchShape;
 
 pub trait CostModel: Send + Sync {
     fn step_seconds(&self, batch: &BatchShape) -> f64;
+    /// The step of an engine that was idle `idle_s` seconds before it, on a
+    /// GPU whose recent work is `history` (updated with this step). By
+    /// default the past plays no part: [`CostModel::step_seconds`].
+    fn step_seconds_after(&self, batch: &BatchShape, idle_s: f64, history: &mut GpuHistory) -> f64 {
+        let _ = (idle_s, history);
+        self.step_seconds(batch)
+    }
+}
+
+/// What a GPU carries from one step to the next. A GPU held at its power
+/// limit runs tensor work at a sustained rate; rested (idle, or running
+/// work below that rate) it runs faster for a while. `burst_credit_s` is
+/// how long it may still do so, beyond what a step back to back with a
+/// heavy one gets; the cost model that uses it says how it is spent and
+/// regained (`calibration::operators`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GpuHistory {
+    pub burst_credit_s: f64,
 }
 
 /// The model dimensions a cost model needs (from `engine::model::Qwen3Config`).

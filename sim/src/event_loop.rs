@@ -12,6 +12,9 @@
 //!   (the cost model's time on a virtual clock, the measured time on the wall
 //!   clock). Every token of the step, and every finish, is stamped at the
 //!   step's end, and finished requests are reported to the workload then.
+//! - Before each step but an engine's first in this run, its runner is told
+//!   how long the engine sat idle since its last step ended
+//!   ([`engine::ModelRunner::idle`]; a simulated GPU runs faster rested).
 //! - Engines may be reused from an earlier run (a warm prefix cache), but
 //!   must have no unfinished requests; the prefix-cache counters in the
 //!   records count this run only, and time starts at the clock's `now()`.
@@ -173,6 +176,9 @@ struct LoopState {
     arrivals: ArrivalQueue,
     /// When each engine is next free to start a step.
     free_at: Vec<f64>,
+    /// When each engine's last step ended (its runner is told the idle
+    /// time before the next); none before the first.
+    last_end: Vec<Option<f64>>,
     empty_steps: Vec<u8>,
     /// The time of the event being handled; never decreases.
     event_time: f64,
@@ -190,6 +196,7 @@ impl LoopState {
             options,
             arrivals: ArrivalQueue::default(),
             free_at: vec![start; num_engines],
+            last_end: vec![None; num_engines],
             empty_steps: vec![0; num_engines],
             event_time: start,
             records: RunRecords::default(),
@@ -280,10 +287,14 @@ impl LoopState {
         workload: &mut dyn Workload,
     ) -> Result<(), RunError> {
         let start = clock.now();
+        if let Some(last) = self.last_end[engine_index] {
+            engine.runner_mut().idle(start - last);
+        }
         let outcome = engine.step()?;
         clock.step_finished(outcome.modeled_seconds);
         let end = clock.now();
         self.free_at[engine_index] = end;
+        self.last_end[engine_index] = Some(end);
 
         if outcome.shape.seqs.is_empty() {
             self.empty_steps[engine_index] += 1;

@@ -17,7 +17,7 @@ pub mod sim_runner;
 pub mod workload;
 
 pub use clock::{Clock, VirtualClock, WallClock};
-pub use cost::{CostModel, CostTerms, ModelShape, RooflineEfficiencies, RooflineModel};
+pub use cost::{CostModel, CostTerms, GpuHistory, ModelShape, RooflineEfficiencies, RooflineModel};
 pub use event_loop::{run, run_routed, run_with, RoutedRun, RunError, RunOptions};
 pub use gpu::GpuSpec;
 pub use records::{RequestRecord, RunRecords, StepRecord};

@@ -1,12 +1,15 @@
 //! `SimRunner`: a `ModelRunner` whose step time comes from a cost model.
 //!
 //! Contract: `execute` computes nothing. It prices the batch with the cost
-//! model (`RunnerOutput::modeled_seconds`) and returns one token per sampling
+//! model (`RunnerOutput::modeled_seconds`), given the idle time the event
+//! loop reported since the last step (`idle`; a fresh runner counts as
+//! rested for ever) and the GPU history the runner keeps
+//! ([`CostModel::step_seconds_after`]), and returns one token per sampling
 //! sequence: the position the token would occupy, truncated to `u32`. Token
 //! values are meaningless; simulated requests set `ignore_eos`, so no value
 //! ends a request early.
 
-use crate::cost::CostModel;
+use crate::cost::{CostModel, GpuHistory};
 use engine::{BatchShape, ModelRunner, RunnerError, RunnerOutput, ScheduledBatch, SeqShape};
 use std::sync::Arc;
 
@@ -16,6 +19,9 @@ pub struct SimRunner {
     num_kv_blocks: usize,
     /// Reused every step so pricing a batch allocates nothing.
     shape: BatchShape,
+    /// Idle seconds since the last step (infinite before the first).
+    idle_s: f64,
+    history: GpuHistory,
 }
 
 impl SimRunner {
@@ -26,6 +32,8 @@ impl SimRunner {
             cost,
             num_kv_blocks,
             shape: BatchShape::default(),
+            idle_s: f64::INFINITY,
+            history: GpuHistory::default(),
         }
     }
 
@@ -53,10 +61,20 @@ impl ModelRunner for SimRunner {
                 sampled.push((s.start_pos + new_tokens) as u32);
             }
         }
+        let seconds = self
+            .cost
+            .step_seconds_after(&self.shape, self.idle_s, &mut self.history);
+        self.idle_s = 0.0;
         Ok(RunnerOutput {
             sampled,
-            modeled_seconds: Some(self.cost.step_seconds(&self.shape)),
+            modeled_seconds: Some(seconds),
         })
+    }
+
+    fn idle(&mut self, seconds: f64) {
+        if seconds > 0.0 {
+            self.idle_s += seconds;
+        }
     }
 }
 

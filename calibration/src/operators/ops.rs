@@ -123,16 +123,54 @@ pub fn power_budget_sms(gpu: &GpuSpec) -> u32 {
 /// (`gemm_shapes.csv`), and the 64-SM slice runs qwen3-8b's at 0.38 of the
 /// whole GPU's peak, 19 % more per SM than the whole GPU.
 pub fn power_limited(p: &OperatorParams, gpu: &GpuSpec, seconds: f64, flops: f64) -> f64 {
+    power_limited_after(p, gpu, seconds, flops, 0.0).seconds
+}
+
+/// What [`power_limited_after`] found for one step's GEMMs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PowerLimited {
+    /// The GEMMs' seconds.
+    pub seconds: f64,
+    /// Seconds of the credit they ran at the kernels' rate.
+    pub credit_used: f64,
+    /// Whether the kernels' rate is above the sustained one (the step draws
+    /// on the power budget rather than letting it recover).
+    pub above_cap: bool,
+}
+
+/// [`power_limited`] on a GPU rested enough to run `credit` seconds more
+/// at the kernels' rate than the power window gives every step
+/// ([`super::burst`]).
+pub fn power_limited_after(
+    p: &OperatorParams,
+    gpu: &GpuSpec,
+    seconds: f64,
+    flops: f64,
+    credit: f64,
+) -> PowerLimited {
     let per_sm = gpu.bf16_flops / f64::from(gpu.sm_count.max(1));
     let cap = per_sm * f64::from(power_budget_sms(gpu)) * p.sustained_flops_share;
-    if seconds <= p.power_window || flops <= 0.0 {
-        return seconds;
+    let rate = if seconds > 0.0 { flops / seconds } else { 0.0 };
+    if flops <= 0.0 || rate <= cap {
+        return PowerLimited {
+            seconds,
+            ..PowerLimited::default()
+        };
     }
-    let rate = flops / seconds;
-    if rate <= cap {
-        return seconds;
+    let credit = credit.max(0.0);
+    let window = p.power_window + credit;
+    if seconds <= window {
+        return PowerLimited {
+            seconds,
+            credit_used: (seconds - p.power_window).clamp(0.0, credit),
+            above_cap: true,
+        };
     }
-    p.power_window + (flops - rate * p.power_window) / cap
+    PowerLimited {
+        seconds: window + (flops - rate * window) / cap,
+        credit_used: credit,
+        above_cap: true,
+    }
 }
 
 /// Seconds of a product's weight stream that the kernel before it hides:
@@ -156,8 +194,20 @@ pub fn step_time(
     gpu: &GpuSpec,
     batch: &BatchShape,
 ) -> StepTime {
+    step_time_after(p, m, gpu, batch, 0.0).0
+}
+
+/// [`step_time`] on a GPU with `credit` seconds of rested full-rate work
+/// ([`power_limited_after`]), and what the step's GEMMs did with it.
+pub fn step_time_after(
+    p: &OperatorParams,
+    m: &ModelShape,
+    gpu: &GpuSpec,
+    batch: &BatchShape,
+    credit: f64,
+) -> (StepTime, PowerLimited) {
     if batch.seqs.is_empty() {
-        return StepTime::default();
+        return (StepTime::default(), PowerLimited::default());
     }
     let counts = batch.counts();
     let layers = m.num_layers as f64;
@@ -206,7 +256,8 @@ pub fn step_time(
         })
         .sum::<f64>()
         * layers;
-    let gemm = power_limited(p, gpu, gemm, gemm_flops);
+    let power = power_limited_after(p, gpu, gemm, gemm_flops, credit);
+    let gemm = power.seconds;
     let head = lm_head_gemm(m, counts.sampled);
     let lm_head = gemm_time(
         p,
@@ -223,13 +274,14 @@ pub fn step_time(
     } else {
         p.host_eager_step
     };
-    StepTime {
+    let time = StepTime {
         gemm,
         lm_head,
         attention,
         elementwise,
         host,
-    }
+    };
+    (time, power)
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub use super::held_out::{summarise, HeldOutError};
 use super::{step_time, OperatorParams};
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};
-use sim::{CostModel, GpuSpec, ModelShape};
+use sim::{CostModel, GpuHistory, GpuSpec, ModelShape};
 use std::path::Path;
 
 /// The layout version of an operator profile file (2: decode attention's
@@ -349,6 +349,10 @@ pub struct OperatorCostModel {
 impl CostModel for OperatorCostModel {
     fn step_seconds(&self, batch: &BatchShape) -> f64 {
         step_time(&self.params, &self.shape, &self.gpu, batch).total()
+    }
+
+    fn step_seconds_after(&self, batch: &BatchShape, idle_s: f64, history: &mut GpuHistory) -> f64 {
+        super::burst::after(&self.params, &self.shape, &self.gpu, batch, idle_s, history)
     }
 }
 

@@ -11,7 +11,7 @@
 
 use calibration::operators::profile::ExpectedError;
 use engine::BatchShape;
-use sim::CostModel;
+use sim::{CostModel, GpuHistory};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -52,14 +52,23 @@ impl StepErrorCost {
     }
 }
 
-impl CostModel for StepErrorCost {
-    fn step_seconds(&self, batch: &BatchShape) -> f64 {
-        let factor = if batch.is_decode_only() {
+impl StepErrorCost {
+    fn factor(&self, batch: &BatchShape) -> f64 {
+        if batch.is_decode_only() {
             self.decode_factor
         } else {
             self.prefill_factor
-        };
-        self.inner.step_seconds(batch) * factor
+        }
+    }
+}
+
+impl CostModel for StepErrorCost {
+    fn step_seconds(&self, batch: &BatchShape) -> f64 {
+        self.inner.step_seconds(batch) * self.factor(batch)
+    }
+
+    fn step_seconds_after(&self, batch: &BatchShape, idle_s: f64, history: &mut GpuHistory) -> f64 {
+        self.inner.step_seconds_after(batch, idle_s, history) * self.factor(batch)
     }
 }
 

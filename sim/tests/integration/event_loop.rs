@@ -324,3 +324,53 @@ fn an_arrival_time_that_is_not_finite_fails_the_run() {
         "{err:?}"
     );
 }
+
+/// Prices every step at 1 ms and keeps the idle time each was priced after.
+struct IdleRecorder(std::sync::Mutex<Vec<f64>>);
+
+impl sim::CostModel for IdleRecorder {
+    fn step_seconds(&self, _: &engine::BatchShape) -> f64 {
+        1e-3
+    }
+    fn step_seconds_after(
+        &self,
+        batch: &engine::BatchShape,
+        idle_s: f64,
+        _history: &mut sim::GpuHistory,
+    ) -> f64 {
+        self.0.lock().unwrap().push(idle_s);
+        self.step_seconds(batch)
+    }
+}
+
+#[test]
+fn the_runner_is_told_how_long_its_engine_sat_idle_before_each_step() {
+    let entries = vec![
+        ScriptEntry::new(Request::new(0, vec![1; 64], 2), "a", Trigger::At(0.0)),
+        ScriptEntry::new(
+            Request::new(1, vec![2; 64], 2),
+            "b",
+            Trigger::AfterFinish {
+                id: 0,
+                delay_s: 0.5,
+            },
+        ),
+    ];
+    let cost = std::sync::Arc::new(IdleRecorder(Default::default()));
+    let runner = sim::SimRunner::new(cost.clone(), 1000);
+    let mut engines = vec![engine::EngineCore::new(config(), runner).unwrap()];
+    run(
+        &mut engines,
+        &mut VirtualClock::new(),
+        &mut Scripted::new(entries).unwrap(),
+    )
+    .unwrap();
+    let idle = cost.0.lock().unwrap().clone();
+    // Each request: a prefill and one decode, back to back; the second
+    // arrives 0.5 s after the first finishes. Before the first step the
+    // GPU has rested for ever.
+    assert_eq!(idle.len(), 4, "{idle:?}");
+    assert_eq!(idle[0], f64::INFINITY);
+    assert_eq!((idle[1], idle[3]), (0.0, 0.0));
+    assert!((idle[2] - 0.5).abs() < 1e-12, "{idle:?}");
+}
