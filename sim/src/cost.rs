@@ -33,9 +33,9 @@ pub trait CostModel: Send + Sync {
 /// What a GPU carries from one step to the next. A GPU held at its power
 /// limit runs tensor work at a sustained rate; rested (idle, or running
 /// work below that rate) it runs faster for a while. `burst_credit_s` is
-/// how long it may still do so, beyond what a step back to back with a
-/// heavy one gets; the cost model that uses it says how it is spent and
-/// regained (`calibration::operators`).
+/// the time the limit would cost that a rested GPU may still save; the
+/// cost model that uses it says how it is spent and regained
+/// (`calibration::operators::burst`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GpuHistory {
     pub burst_credit_s: f64,

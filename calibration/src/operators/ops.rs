@@ -131,16 +131,17 @@ pub fn power_limited(p: &OperatorParams, gpu: &GpuSpec, seconds: f64, flops: f64
 pub struct PowerLimited {
     /// The GEMMs' seconds.
     pub seconds: f64,
-    /// Seconds of the credit they ran at the kernels' rate.
+    /// Seconds of the credit spent: what the GEMMs ran faster than the
+    /// power limit alone would let them.
     pub credit_used: f64,
     /// Whether the kernels' rate is above the sustained one (the step draws
     /// on the power budget rather than letting it recover).
     pub above_cap: bool,
 }
 
-/// [`power_limited`] on a GPU rested enough to run `credit` seconds more
-/// at the kernels' rate than the power window gives every step
-/// ([`super::burst`]).
+/// [`power_limited`] on a GPU rested enough to save up to `credit` seconds
+/// of what the limit costs ([`super::burst`]): never faster than the
+/// kernels' own rate.
 pub fn power_limited_after(
     p: &OperatorParams,
     gpu: &GpuSpec,
@@ -157,18 +158,15 @@ pub fn power_limited_after(
             ..PowerLimited::default()
         };
     }
-    let credit = credit.max(0.0);
-    let window = p.power_window + credit;
-    if seconds <= window {
-        return PowerLimited {
-            seconds,
-            credit_used: (seconds - p.power_window).clamp(0.0, credit),
-            above_cap: true,
-        };
-    }
+    let limited = if seconds <= p.power_window {
+        seconds
+    } else {
+        p.power_window + (flops - rate * p.power_window) / cap
+    };
+    let saved = (limited - seconds).min(credit.max(0.0));
     PowerLimited {
-        seconds: window + (flops - rate * window) / cap,
-        credit_used: credit,
+        seconds: limited - saved,
+        credit_used: saved,
         above_cap: true,
     }
 }
