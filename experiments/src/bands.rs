@@ -10,6 +10,8 @@
 //! unscaled summary: `value`, `low` and `high` (the least and the most over
 //! the unscaled run and the scaled ones) and `error_pct`, the larger of
 //! `value − low` and `high − value` in % of |value| (empty when value is 0).
+//! For `exp validate`: [`band_of`] is a figure's (`sim_low`, `sim_high`),
+//! and [`measured_inside`] counts the measured values inside their bands.
 //!
 //! Why: the held-out table measures steps, and figures do not all move with
 //! their steps alike. A token count does not move; a TTFT under load, where
@@ -115,6 +117,37 @@ pub fn propagate(
     bands(base, &scaled, key_columns).map(Some)
 }
 
+/// `sim_low` and `sim_high` of `condition`'s `metric` in `bands` (empty
+/// cells where the sim has no band), for `validation.csv`.
+pub fn band_of(bands: Option<&Table>, condition: &str, metric: &str) -> [Cell; 2] {
+    let found = bands.and_then(|b| {
+        b.rows
+            .iter()
+            .find(|r| r[0].to_string() == condition && r[1].to_string() == metric)
+    });
+    match found {
+        Some(row) => [row[3].clone(), row[4].clone()],
+        None => [Cell::Empty, Cell::Empty],
+    }
+}
+
+/// Of the rows of a validation table (`real`, `sim_low`, `sim_high`
+/// columns) that have a band, how many measured values lie inside it:
+/// (inside, with a band); `None` when no row has one.
+pub fn measured_inside(validation: &Table) -> Option<(usize, usize)> {
+    let col = |name| validation.column(name);
+    let (real, low, high) = (col("real")?, col("sim_low")?, col("sim_high")?);
+    let (mut inside, mut banded) = (0, 0);
+    for row in &validation.rows {
+        let value = |i: usize| row.get(i).and_then(Cell::as_f64);
+        if let (Some(r), Some(l), Some(h)) = (value(real), value(low), value(high)) {
+            banded += 1;
+            inside += usize::from(l <= r && r <= h);
+        }
+    }
+    (banded > 0).then_some((inside, banded))
+}
+
 /// The row of `bands` with the largest `error_pct` among `metrics` (all
 /// when empty): (condition, metric, error_pct).
 pub fn widest(bands: &Table, metrics: &[&str]) -> Option<(String, String, f64)> {
@@ -183,6 +216,34 @@ mod tests {
             Some(0.0),
             "only the metrics asked for"
         );
+    }
+
+    #[test]
+    fn a_validation_table_counts_the_measured_values_inside_their_bands() {
+        let mut t = Table::new(&["metric", "real", "sim", "sim_low", "sim_high"]);
+        for (real, low, high) in [(1.0, Some(0.9), Some(1.1)), (2.0, Some(2.1), Some(2.4))] {
+            t.push(vec![
+                Cell::text("ttft_ms"),
+                Cell::num(Some(real)),
+                Cell::num(Some(real)),
+                Cell::num(low),
+                Cell::num(high),
+            ]);
+        }
+        t.push(vec![Cell::text("steps"), Cell::Empty, Cell::Empty]);
+        assert_eq!(measured_inside(&t), Some((1, 2)));
+        let found = band_of(
+            Some(&bands(&summary(&[("10", 5.0, 1.0)]), &[], 1).unwrap()),
+            "rate=10",
+            "ttft_ms",
+        );
+        assert_eq!(found.map(|c| c.as_f64()), [Some(5.0), Some(5.0)]);
+        assert_eq!(
+            band_of(None, "rate=10", "ttft_ms"),
+            [Cell::Empty, Cell::Empty]
+        );
+        t.rows.truncate(0);
+        assert_eq!(measured_inside(&t), None);
     }
 
     #[test]

@@ -168,20 +168,6 @@ fn widest_engine(settings: &[Settings]) -> engine::EngineConfig {
     e
 }
 
-/// `sim_low` and `sim_high` of `condition`'s `metric` in `bands` (empty
-/// cells where the sim has no band).
-fn band_of(bands: Option<&Table>, condition: &str, metric: &str) -> [Cell; 2] {
-    let found = bands.and_then(|b| {
-        b.rows
-            .iter()
-            .find(|r| r[0].to_string() == condition && r[1].to_string() == metric)
-    });
-    match found {
-        Some(row) => [row[3].clone(), row[4].clone()],
-        None => [Cell::Empty, Cell::Empty],
-    }
-}
-
 fn step_rows(table: &mut Table, condition: &str, errors: &[f64]) {
     for (metric, p) in [
         ("step_abs_error_pct_median", 50.0),
@@ -257,7 +243,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                         let mut r = vec![Cell::text(exp.name())];
                         r.extend(row.iter().cloned());
                         let condition = row.first().map(|c| c.to_string()).unwrap_or_default();
-                        r.extend(band_of(bands.as_ref(), &condition, &metric));
+                        r.extend(bands::band_of(bands.as_ref(), &condition, &metric));
                         table.push(r);
                     }
                 }
@@ -289,6 +275,12 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         table.rows.len(),
         started.elapsed().as_secs_f64()
     );
+    if let Some((inside, banded)) = bands::measured_inside(&table) {
+        eprintln!(
+            "measured figures inside the sim's band (its cost model's held-out step error \
+             carried through): {inside} of {banded}"
+        );
+    }
     if !failures.is_empty() {
         bail!(
             "{} experiment(s) failed: {}",
