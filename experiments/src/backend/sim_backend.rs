@@ -54,6 +54,20 @@ impl SimBackend {
         }
     }
 
+    /// This backend with every step off by `share` of its cost model's
+    /// held-out error ([`Backend::with_step_error`]); `None` without one.
+    pub fn off_by(&self, share: f64) -> Result<Option<SimBackend>, BackendError> {
+        let Some(error) = &self.cost.expected_error else {
+            return Ok(None);
+        };
+        let mut cost = self.cost.clone();
+        cost.model = Arc::new(StepErrorCost::new(self.cost.model.clone(), error, share)?);
+        Ok(Some(Self {
+            cost,
+            ..self.clone()
+        }))
+    }
+
     /// The cost model pricing the steps, with its GPU and description.
     pub fn cost(&self) -> &ResolvedCost {
         &self.cost
@@ -174,15 +188,7 @@ impl Backend for SimBackend {
     }
 
     fn with_step_error(&self, share: f64) -> Result<Option<Box<dyn Backend>>, BackendError> {
-        let Some(error) = &self.cost.expected_error else {
-            return Ok(None);
-        };
-        let mut cost = self.cost.clone();
-        cost.model = Arc::new(StepErrorCost::new(self.cost.model.clone(), error, share)?);
-        Ok(Some(Box::new(Self {
-            cost,
-            ..self.clone()
-        })))
+        Ok(self.off_by(share)?.map(|b| Box::new(b) as Box<dyn Backend>))
     }
 
     fn run(&self, engine_cfg: &EngineConfig, script: &Script) -> Result<RunRecords, BackendError> {

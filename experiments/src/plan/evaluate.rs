@@ -14,7 +14,10 @@
 //!   with `max_num_batched_tokens` and `max_num_seqs`), or at the base engine
 //!   options when no setting meets the SLO;
 //! - `max_qps_under_slo` with the best setting (see [`search::best`]); 0 and
-//!   empty settings, with a note saying why, when no setting meets the SLO.
+//!   empty settings, with a note saying why, when no setting meets the SLO;
+//!   with a cost model that states a held-out error, its band
+//!   (`max_qps_band`, [`qps_band`]): the best setting searched again with
+//!   every step off by −1 and +1 times that error.
 
 use super::cost::{decode_step_ms, kv_capacity_tokens, prefill_tok_s};
 use super::error::PlanError;
@@ -53,6 +56,26 @@ pub struct PlanRow {
     /// The error the cost model's hold-outs measured for such predictions
     /// (the operator model only).
     pub expected_error: Option<calibration::operators::profile::ExpectedError>,
+    /// `max_qps_under_slo` searched again with every step off by −1 and +1
+    /// times that error (the best setting, [`qps_band`]): the least and the
+    /// most of the three.
+    pub max_qps_band: Option<(f64, f64)>,
+}
+
+impl PlanRow {
+    /// The expected error of `max_qps_under_slo`, %: its band's wider side,
+    /// else (no band: no setting met the SLO) the larger step error.
+    pub fn qps_error_pct(&self) -> Option<f64> {
+        let e = self.expected_error.as_ref()?;
+        Some(match self.max_qps_band {
+            Some((low, high)) if self.max_qps_under_slo > 0.0 => {
+                (self.max_qps_under_slo - low).max(high - self.max_qps_under_slo)
+                    / self.max_qps_under_slo
+                    * 100.0
+            }
+            _ => e.step_pct(),
+        })
+    }
 }
 
 /// Everything found for one GPU.
@@ -207,14 +230,22 @@ pub fn finish(
         .zip(&per_gpu)
         .map(|(target, results)| curve(inputs, target, results, unit))
         .collect::<Result<_, _>>()?;
+    let bands: Vec<Option<(f64, f64)>> = inputs
+        .targets
+        .par_iter()
+        .zip(&per_gpu)
+        .map(|(target, results)| qps_band(inputs, target, results, unit))
+        .collect::<Result<_, _>>()?;
     Ok(inputs
         .targets
         .iter()
         .zip(per_gpu)
         .zip(fleets)
         .zip(curves)
-        .map(|(((target, results), fleets), curve)| {
-            let row = row(inputs, target, &results);
+        .zip(bands)
+        .map(|((((target, results), fleets), curve), band)| {
+            let mut row = row(inputs, target, &results);
+            row.max_qps_band = band;
             GpuPlan {
                 target: target.clone(),
                 results,
@@ -224,6 +255,42 @@ pub fn finish(
             }
         })
         .collect())
+}
+
+/// The best setting's max QPS under the SLO searched again on `target`
+/// with every step off by −1 and +1 times its held-out error, from the
+/// answer at hand (same setting, same requests per run): the least and the
+/// most of the three. `None` without a held-out error or a best setting.
+fn qps_band(
+    inputs: &PlanInputs,
+    target: &SimBackend,
+    results: &[SettingResult],
+    unit: &[Arrival],
+) -> Result<Option<(f64, f64)>, PlanError> {
+    let Some(best) = search::best(results) else {
+        return Ok(None);
+    };
+    let (mut low, mut high) = (best.max_qps, best.max_qps);
+    for share in [-1.0, 1.0] {
+        let Some(off) = target
+            .off_by(share)
+            .map_err(run_error(target, best.label()))?
+        else {
+            return Ok(None);
+        };
+        let r = search::search_setting(
+            &off,
+            &inputs.engine,
+            (best.max_num_batched_tokens, best.max_num_seqs),
+            (unit, best.requests),
+            &inputs.slo,
+            &inputs.method,
+            search::Start::Hint(best.max_qps),
+        )
+        .map_err(run_error(target, best.label()))?;
+        (low, high) = (low.min(r.max_qps), high.max(r.max_qps));
+    }
+    Ok(Some((low, high)))
 }
 
 fn curve(
@@ -298,6 +365,7 @@ fn row(inputs: &PlanInputs, target: &SimBackend, results: &[SettingResult]) -> P
         steady_state: best.map(|b| b.steady),
         note,
         expected_error: cost.expected_error.clone(),
+        max_qps_band: None,
     }
 }
 

@@ -39,6 +39,8 @@ pub const PLAN_COLUMNS: &[&str] = &[
     "expected_error_decode_pct",
     "expected_error_prefill_pct",
     "expected_error_qps_pct",
+    "max_qps_low",
+    "max_qps_high",
     "off_measured_ground",
 ];
 
@@ -89,7 +91,9 @@ pub fn plan_table(plans: &[GpuPlan]) -> Table {
         row.extend([
             Cell::num(e.map(|e| e.decode_pct)),
             Cell::num(e.map(|e| e.prefill_pct)),
-            Cell::num(e.map(|e| e.step_pct())),
+            Cell::num(r.qps_error_pct()),
+            Cell::num(r.max_qps_band.map(|b| b.0)),
+            Cell::num(r.max_qps_band.map(|b| b.1)),
             Cell::text(e.map(|e| e.off_ground.join("; ")).unwrap_or_default()),
         ]);
         t.push(row);
@@ -219,13 +223,18 @@ pub fn assumptions_text(inputs: &PlanInputs, plans: &[GpuPlan]) -> String {
             let _ = writeln!(
                 s,
                 "    expected error (held out): decode step {:.2} ms \u{b1}{:.0} %, prefill \
-                 {:.0} tok/s \u{b1}{:.0} %, max QPS under the SLO {:.2} \u{b1}{:.0} %",
+                 {:.0} tok/s \u{b1}{:.0} %, max QPS under the SLO {:.2} \u{b1}{:.0} %{}",
                 p.row.decode_step_ms[0],
                 e.decode_pct,
                 p.row.prefill_tok_s_3200,
                 e.prefill_pct,
                 p.row.max_qps_under_slo,
-                e.step_pct()
+                p.row.qps_error_pct().unwrap_or(e.step_pct()),
+                p.row
+                    .max_qps_band
+                    .map_or(String::new(), |(low, high)| format!(
+                        " ({low:.2}-{high:.2} with every step off by the held-out error)"
+                    ))
             );
             for note in &e.off_ground {
                 let _ = writeln!(s, "    off the measured ground: {note}");
