@@ -14,7 +14,7 @@ use calibration::fit::relative_error_pct;
 use engine::EngineConfig;
 use serde::Serialize;
 use sim::records::{Millis, RequestRow, StepRow, REQUESTS_COLUMNS, STEPS_COLUMNS};
-use sim::{CostModel, RunRecords};
+use sim::{CostModel, GpuHistory, RunRecords};
 
 /// The rows of every run under `columns`, led by a `condition` column
 /// naming each run's condition when there are several.
@@ -58,8 +58,30 @@ pub fn steps_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
     })
 }
 
+/// `predictor`'s price of each of `records`' steps, in order, as the
+/// simulator prices a step ([`CostModel::step_seconds_after`]): after the
+/// idle time measured since its engine's last step ended (rested for ever
+/// before an engine's first), on the GPU history of that engine's steps so
+/// far as the predictor priced them.
+pub fn predicted_seconds(records: &RunRecords, predictor: &dyn CostModel) -> Vec<f64> {
+    let mut engines: Vec<(Option<f64>, GpuHistory)> = Vec::new();
+    records
+        .steps
+        .iter()
+        .map(|s| {
+            if engines.len() <= s.engine {
+                engines.resize(s.engine + 1, (None, GpuHistory::default()));
+            }
+            let (last_end, history) = &mut engines[s.engine];
+            let idle = last_end.map_or(f64::INFINITY, |end| (s.start_s - end).max(0.0));
+            *last_end = Some(s.start_s + s.duration_s);
+            predictor.step_seconds_after(&s.shape, idle, history)
+        })
+        .collect()
+}
+
 /// `steps.csv` with a trailing `predicted_ms` column (the step's batch priced
-/// by `predictor`) when a predictor is given.
+/// by `predictor`, [`predicted_seconds`]) when a predictor is given.
 pub fn steps_csv_predicted(
     runs: &[(String, &RunRecords)],
     predictor: Option<&dyn CostModel>,
@@ -73,10 +95,8 @@ pub fn steps_csv_predicted(
         records
             .steps
             .iter()
-            .map(|s| {
-                let predicted = Millis::from_seconds(predictor.step_seconds(&s.shape));
-                (StepRow::from(s), predicted)
-            })
+            .zip(predicted_seconds(records, predictor))
+            .map(|(s, predicted)| (StepRow::from(s), Millis::from_seconds(predicted)))
             .collect()
     })
 }
@@ -85,9 +105,9 @@ pub fn steps_csv_predicted(
 /// measured duration) of every run.
 pub fn step_errors_pct(runs: &[RunRecords], predictor: &dyn CostModel) -> Vec<f64> {
     runs.iter()
-        .flat_map(|r| &r.steps)
-        .filter(|s| s.duration_s > 0.0)
-        .map(|s| relative_error_pct(predictor.step_seconds(&s.shape), s.duration_s))
+        .flat_map(|r| r.steps.iter().zip(predicted_seconds(r, predictor)))
+        .filter(|(s, _)| s.duration_s > 0.0)
+        .map(|(s, predicted)| relative_error_pct(predicted, s.duration_s))
         .collect()
 }
 
@@ -166,6 +186,62 @@ mod tests {
         let steps = steps_csv(&[("x".into(), &a), ("y".into(), &b)]).unwrap();
         assert_eq!(steps.lines().count(), 1, "no steps: header only");
         assert!(steps.starts_with("condition,engine,start_ms,"), "{steps}");
+    }
+
+    /// Prices a step at its idle time before it, and keeps a count in the history.
+    struct IdlePriced;
+    impl CostModel for IdlePriced {
+        fn step_seconds(&self, _: &engine::BatchShape) -> f64 {
+            -1.0
+        }
+        fn step_seconds_after(
+            &self,
+            _: &engine::BatchShape,
+            idle_s: f64,
+            history: &mut GpuHistory,
+        ) -> f64 {
+            history.burst_credit_s += 1.0;
+            idle_s + 100.0 * history.burst_credit_s
+        }
+    }
+
+    fn step(engine: usize, start_s: f64, duration_s: f64) -> sim::StepRecord {
+        sim::StepRecord {
+            engine,
+            start_s,
+            duration_s,
+            scheduled_tokens: 1,
+            prefill_seqs: 0,
+            decode_seqs: 1,
+            prefill_tokens: 0,
+            context_tokens: 10,
+            max_context: 10,
+            kv_blocks_used: 1,
+            kv_blocks_total: 10,
+            waiting_seqs: 0,
+            running_seqs: 1,
+            shape: engine::BatchShape::default(),
+        }
+    }
+
+    #[test]
+    fn a_measured_step_is_predicted_after_its_measured_idle_time_on_its_engines_history() {
+        let run = RunRecords {
+            steps: vec![
+                step(0, 0.0, 1.0),
+                step(1, 0.5, 1.0),
+                step(0, 1.0, 1.0),
+                step(0, 5.0, 1.0),
+            ],
+            ..Default::default()
+        };
+        // Engine 0: rested for ever, then back to back, then 3 s idle;
+        // engine 1 keeps its own history.
+        let p = predicted_seconds(&run, &IdlePriced);
+        assert_eq!(p, [f64::INFINITY, f64::INFINITY, 200.0, 303.0]);
+        let errors = step_errors_pct(&[run], &IdlePriced);
+        assert_eq!(errors.len(), 4);
+        assert_eq!(errors[2], (200.0 - 1.0) / 1.0 * 100.0);
     }
 
     #[test]
