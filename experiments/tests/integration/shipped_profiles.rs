@@ -45,12 +45,20 @@ const SMALL_CHUNK_SWEEP: &[&str] = &[
 ];
 
 /// Runs `exp args` in `cwd`; panics with its stderr unless it succeeds.
+/// A freshly copied binary can be "busy" for a moment: another test's
+/// process forked while the copy's file was open holds it until it execs,
+/// so that start is tried again.
 fn exp_in(exp: &Path, cwd: &Path, args: &[&str]) {
-    let out = Command::new(exp)
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
+    let mut tries = 0;
+    let out = loop {
+        match Command::new(exp).args(args).current_dir(cwd).output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => break other.unwrap(),
+        }
+    };
     assert!(
         out.status.success(),
         "exp {args:?} failed: {}",
