@@ -17,7 +17,9 @@
 //!   that time × `time_scale` on the wall clock, measured from the step's
 //!   start; its tokens and finishes are sent at the step's end, when a real
 //!   engine would have them. A runner without a modeled time (a real one)
-//!   is not paced.
+//!   is not paced. Before each step but the first, the runner is told how
+//!   long the engine sat idle since the last one ended, in its own time
+//!   (wall seconds / `time_scale`; `ModelRunner::idle`).
 //! - An aborted request, or one whose receiver is gone (a client that
 //!   disconnected), is aborted in the engine and its blocks go back to the
 //!   pool.
@@ -59,6 +61,8 @@ struct LoopState<R: ModelRunner> {
     time_scale: f64,
     requests: HashMap<RequestId, Tracked>,
     stopping: bool,
+    /// When the last step that ran a batch ended (wall clock).
+    last_end: Option<f64>,
 }
 
 /// Starts the loop thread on an engine already built; the handle is what
@@ -119,6 +123,7 @@ where
                 time_scale,
                 requests: HashMap::new(),
                 stopping: false,
+                last_end: None,
             };
             state.run(inbox)
         })
@@ -162,6 +167,12 @@ impl<R: ModelRunner> LoopState<R> {
                 continue;
             }
             let start = clock.now();
+            if let Some(end) = self.last_end {
+                // In the runner's time: the wall clock runs time_scale as fast.
+                self.engine
+                    .runner_mut()
+                    .idle((start - end).max(0.0) / self.time_scale);
+            }
             let outcome = match self.engine.step() {
                 Ok(outcome) => outcome,
                 Err(e) => return Err(self.fail(e.to_string())),
@@ -176,6 +187,7 @@ impl<R: ModelRunner> LoopState<R> {
             if let Some(seconds) = outcome.modeled_seconds {
                 clock.wait_until(start + seconds * self.time_scale);
             }
+            self.last_end = Some(clock.now());
             // Gauges first, so a client that reads /metrics after a token of
             // this step sees the state that produced it; again after, for the
             // blocks that aborts and finished requests give back.

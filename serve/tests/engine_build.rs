@@ -116,3 +116,45 @@ async fn a_failed_build_is_the_error_and_binds_nothing() {
         "a built engine then fails to bind: {err:?}"
     );
 }
+
+/// 1 ms a step; keeps the idle time each step was priced after.
+struct IdleRecorder(std::sync::Mutex<Vec<f64>>);
+
+impl CostModel for IdleRecorder {
+    fn step_seconds(&self, _batch: &engine::BatchShape) -> f64 {
+        1e-3
+    }
+    fn step_seconds_after(
+        &self,
+        batch: &engine::BatchShape,
+        idle_s: f64,
+        _history: &mut sim::GpuHistory,
+    ) -> f64 {
+        self.0.lock().unwrap().push(idle_s);
+        self.step_seconds(batch)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_served_runner_is_told_how_long_the_engine_sat_idle_in_its_own_time() {
+    let cost = Arc::new(IdleRecorder(Default::default()));
+    let engine = EngineCore::new(small_config(), SimRunner::new(cost.clone(), 1024)).unwrap();
+    let mut config = ServerConfig::local(MODEL);
+    config.time_scale = 0.5;
+    let server = serve::start(engine, config).await.unwrap();
+    let body = json!({"prompt": prompt_ids(0, 10), "max_tokens": 2, "ignore_eos": true});
+    let (status, _) = post(&server, "/v1/completions", &body).await;
+    assert_eq!(status, 200);
+    let steps = cost.0.lock().unwrap().len();
+    // 100 ms of wall clock idle at time_scale 0.5: 200 ms of the runner's time.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let (status, _) = post(&server, "/v1/completions", &body).await;
+    assert_eq!(status, 200);
+    let idle = cost.0.lock().unwrap().clone();
+    assert_eq!(idle[0], f64::INFINITY, "rested before the first step");
+    assert!(idle[1] < 0.2, "back to back within a request: {idle:?}");
+    assert!(
+        idle[steps] >= 0.2,
+        "the pause, in the runner's time: {idle:?}"
+    );
+}
