@@ -21,15 +21,15 @@ use sim::{CostModel, GpuHistory, RunRecords};
 fn combine<R: Serialize>(
     runs: &[(String, &RunRecords)],
     columns: &[&str],
-    rows: impl Fn(&RunRecords) -> Vec<R>,
+    rows: impl Fn(usize, &RunRecords) -> Vec<R>,
 ) -> std::io::Result<String> {
     let labelled = runs.len() > 1;
     let mut out = Vec::new();
     let mut w = sim::records::csv_writer(&mut out);
     let condition = labelled.then_some("condition");
     w.write_record(condition.iter().chain(columns))?;
-    for (label, records) in runs {
-        for row in rows(records) {
+    for (i, (label, records)) in runs.iter().enumerate() {
+        for row in rows(i, records) {
             if labelled {
                 w.serialize((label, row))?;
             } else {
@@ -44,7 +44,7 @@ fn combine<R: Serialize>(
 
 /// `requests.csv` (sim's columns, requests by id) for the runs of all conditions.
 pub fn requests_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
-    combine(runs, &REQUESTS_COLUMNS, |records| {
+    combine(runs, &REQUESTS_COLUMNS, |_, records| {
         let mut rows: Vec<RequestRow> = records.requests.iter().map(RequestRow::from).collect();
         rows.sort_by_key(|r| r.id);
         rows
@@ -53,7 +53,7 @@ pub fn requests_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
 
 /// `steps.csv` (sim's columns) for the runs of all conditions.
 pub fn steps_csv(runs: &[(String, &RunRecords)]) -> std::io::Result<String> {
-    combine(runs, &STEPS_COLUMNS, |records| {
+    combine(runs, &STEPS_COLUMNS, |_, records| {
         records.steps.iter().map(StepRow::from).collect()
     })
 }
@@ -80,34 +80,36 @@ pub fn predicted_seconds(records: &RunRecords, predictor: &dyn CostModel) -> Vec
         .collect()
 }
 
-/// `steps.csv` with a trailing `predicted_ms` column (the step's batch priced
-/// by `predictor`, [`predicted_seconds`]) when a predictor is given.
+/// `steps.csv` with a trailing `predicted_ms` column when predictions are
+/// given: `predicted[i]` holds [`predicted_seconds`] of `runs[i]`'s steps.
 pub fn steps_csv_predicted(
     runs: &[(String, &RunRecords)],
-    predictor: Option<&dyn CostModel>,
+    predicted: Option<&[Vec<f64>]>,
 ) -> std::io::Result<String> {
-    let Some(predictor) = predictor else {
+    let Some(predicted) = predicted else {
         return steps_csv(runs);
     };
     let mut columns = STEPS_COLUMNS.to_vec();
     columns.push("predicted_ms");
-    combine(runs, &columns, |records| {
+    combine(runs, &columns, |i, records| {
         records
             .steps
             .iter()
-            .zip(predicted_seconds(records, predictor))
-            .map(|(s, predicted)| (StepRow::from(s), Millis::from_seconds(predicted)))
+            .zip(&predicted[i])
+            .map(|(s, &p)| (StepRow::from(s), Millis::from_seconds(p)))
             .collect()
     })
 }
 
 /// |predicted − measured| / measured in percent for every step (of positive
-/// measured duration) of every run.
-pub fn step_errors_pct(runs: &[RunRecords], predictor: &dyn CostModel) -> Vec<f64> {
+/// measured duration) of every run; `predicted[i]` holds
+/// [`predicted_seconds`] of `runs[i]`'s steps.
+pub fn step_errors_pct(runs: &[RunRecords], predicted: &[Vec<f64>]) -> Vec<f64> {
     runs.iter()
-        .flat_map(|r| r.steps.iter().zip(predicted_seconds(r, predictor)))
+        .zip(predicted)
+        .flat_map(|(r, p)| r.steps.iter().zip(p))
         .filter(|(s, _)| s.duration_s > 0.0)
-        .map(|(s, predicted)| relative_error_pct(predicted, s.duration_s))
+        .map(|(s, &p)| relative_error_pct(p, s.duration_s))
         .collect()
 }
 
@@ -239,7 +241,7 @@ mod tests {
         // engine 1 keeps its own history.
         let p = predicted_seconds(&run, &IdlePriced);
         assert_eq!(p, [f64::INFINITY, f64::INFINITY, 200.0, 303.0]);
-        let errors = step_errors_pct(&[run], &IdlePriced);
+        let errors = step_errors_pct(&[run], &[p]);
         assert_eq!(errors.len(), 4);
         assert_eq!(errors[2], (200.0 - 1.0) / 1.0 * 100.0);
     }

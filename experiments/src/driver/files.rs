@@ -39,15 +39,31 @@ impl Written {
         exp_dir: &Path,
         seeds: &[u64],
     ) -> Result<(), DriverError> {
-        if let Some(predictor) = backend.step_predictor() {
-            let errors = output::step_errors_pct(&evaluation.runs, predictor);
+        // Each measured step's prediction, priced once for steps.csv and the errors.
+        let predicted: Option<Vec<Vec<f64>>> = backend.step_predictor().map(|predictor| {
+            evaluation
+                .runs
+                .iter()
+                .map(|r| output::predicted_seconds(r, predictor))
+                .collect()
+        });
+        if let Some(predicted) = &predicted {
+            let errors = output::step_errors_pct(&evaluation.runs, predicted);
             self.step_errors_pct.extend(errors);
         }
         let info = backend.info();
         let dir = exp_dir.join(info.mode);
         self.workload
             .get_or_insert_with(|| caption::workload_line(&evaluation.conditions));
-        let mode_files = write_mode_files(exp, settings, backend, opts, evaluation, &dir, seeds)?;
+        let mode_files = write_mode_files(
+            exp,
+            settings,
+            backend,
+            opts,
+            (evaluation, predicted.as_deref()),
+            &dir,
+            seeds,
+        )?;
         self.files.extend(mode_files);
         self.results
             .push((info.mode, dir, evaluation.report.clone()));
@@ -84,13 +100,14 @@ impl Written {
     }
 }
 
-/// `summary.csv`, `requests.csv`, `steps.csv` and `meta.ron` of one mode.
+/// `summary.csv`, `requests.csv`, `steps.csv` (with each step's
+/// prediction, where there are predictions) and `meta.ron` of one mode.
 fn write_mode_files(
     exp: &dyn Experiment,
     settings: &Settings,
     backend: &dyn Backend,
     opts: &RunOptions,
-    evaluation: &Evaluation,
+    (evaluation, predicted): (&Evaluation, Option<&[Vec<f64>]>),
     dir: &Path,
     seeds: &[u64],
 ) -> Result<Vec<PathBuf>, DriverError> {
@@ -123,8 +140,8 @@ fn write_mode_files(
     // A backend that cannot see the engine's steps writes no steps.csv
     // (meta.ron says why), rather than a file that looks like an idle engine.
     if backend.observes_steps() {
-        let steps = output::steps_csv_predicted(&labelled, backend.step_predictor())
-            .map_err(io_err("steps.csv"))?;
+        let steps =
+            output::steps_csv_predicted(&labelled, predicted).map_err(io_err("steps.csv"))?;
         write(dir.join("steps.csv"), &steps, &mut files)?;
     }
     let meta = Meta {
