@@ -3,8 +3,8 @@
 //! Contract: a [`CostModel`] prices one engine step from its [`BatchShape`]
 //! alone, or ([`CostModel::step_seconds_after`]) from it, the idle time
 //! before it and the GPU's recent work ([`GpuHistory`]), which a simulated
-//! engine's runner keeps from step to step. The [`RooflineModel`] derives it from a GPU's datasheet and the model
-//! shape; calibrated models (crate `calibration`) implement the same trait and
+//! engine's runner keeps from step to step. The [`RooflineModel`] derives
+//! it from a GPU's datasheet and the model shape; calibrated models (crate `calibration`) implement the same trait and
 //! can reuse [`RooflineModel::terms`], whose per-term seconds at peak a
 //! calibrated model scales linearly. How many KV-cache blocks fit on a GPU
 //! ([`kv_cache_blocks`]) depends on the datasheet and the model shape only,

@@ -110,7 +110,6 @@ mod tests {
     #[test]
     fn idle_time_and_decode_steps_give_the_credit_back_up_to_the_most() {
         let (p, m, gpu) = setup();
-        let room = MAX_CREDIT_S;
         let mut history = GpuHistory::default();
         let d = after(&p, &m, &gpu, &decode(), 0.0, &mut history);
         assert!((history.burst_credit_s - REFILL * d).abs() < 1e-12);
@@ -118,12 +117,12 @@ mod tests {
         // weights below the sustained rate.
         assert!((d - step_time(&p, &m, &gpu, &decode()).total()).abs() < 1e-12);
         after(&p, &m, &gpu, &decode(), 1.0, &mut history);
-        assert_eq!(history.burst_credit_s, room);
-        // Half the room idle, from nothing: half the credit.
+        assert_eq!(history.burst_credit_s, MAX_CREDIT_S);
+        // Idle long enough for half the most credit, from nothing.
         let mut history = GpuHistory::default();
         let _ = after(&p, &m, &gpu, &prompt(2048), 0.0, &mut history);
         assert_eq!(history.burst_credit_s, 0.0);
-        let idle = room / 2.0 / REFILL;
+        let idle = MAX_CREDIT_S / 2.0 / REFILL;
         let partly = after(&p, &m, &gpu, &prompt(2048), idle, &mut history);
         let mut full = GpuHistory::default();
         let rested = after(&p, &m, &gpu, &prompt(2048), 1.0, &mut full);

@@ -195,8 +195,9 @@ pub fn step_time(
     step_time_after(p, m, gpu, batch, 0.0).0
 }
 
-/// [`step_time`] on a GPU with `credit` seconds of rested full-rate work
-/// ([`power_limited_after`]), and what the step's GEMMs did with it.
+/// [`step_time`] on a GPU rested enough to save up to `credit` seconds of
+/// what its power limit costs ([`power_limited_after`]), and what the
+/// step's GEMMs did with it.
 pub fn step_time_after(
     p: &OperatorParams,
     m: &ModelShape,

@@ -50,9 +50,7 @@ impl StepErrorCost {
             prefill_factor: 1.0 + share * error.prefill_pct / 100.0,
         })
     }
-}
 
-impl StepErrorCost {
     fn factor(&self, batch: &BatchShape) -> f64 {
         if batch.is_decode_only() {
             self.decode_factor

@@ -152,9 +152,10 @@ fn an_arrival_during_a_step_joins_the_next_step() {
     assert_eq!(late.arrival_s, 1e-5);
 }
 
-#[test]
-fn an_idle_engine_waits_for_the_next_arrival() {
-    let entries = vec![
+/// Request 0 at time 0, request 1 half a second after it finishes; 64-token
+/// prompts, 2 output tokens each.
+fn two_requests_half_a_second_apart() -> Scripted {
+    Scripted::new(vec![
         ScriptEntry::new(Request::new(0, vec![1; 64], 2), "a", Trigger::At(0.0)),
         ScriptEntry::new(
             Request::new(1, vec![2; 64], 2),
@@ -164,8 +165,13 @@ fn an_idle_engine_waits_for_the_next_arrival() {
                 delay_s: 0.5,
             },
         ),
-    ];
-    let records = run_one(&mut Scripted::new(entries).unwrap());
+    ])
+    .unwrap()
+}
+
+#[test]
+fn an_idle_engine_waits_for_the_next_arrival() {
+    let records = run_one(&mut two_requests_half_a_second_apart());
     let a = records.request(0).unwrap();
     let b = records.request(1).unwrap();
     assert_eq!(b.arrival_s, a.finish_s.unwrap() + 0.5);
@@ -345,24 +351,13 @@ impl sim::CostModel for IdleRecorder {
 
 #[test]
 fn the_runner_is_told_how_long_its_engine_sat_idle_before_each_step() {
-    let entries = vec![
-        ScriptEntry::new(Request::new(0, vec![1; 64], 2), "a", Trigger::At(0.0)),
-        ScriptEntry::new(
-            Request::new(1, vec![2; 64], 2),
-            "b",
-            Trigger::AfterFinish {
-                id: 0,
-                delay_s: 0.5,
-            },
-        ),
-    ];
     let cost = std::sync::Arc::new(IdleRecorder(Default::default()));
     let runner = sim::SimRunner::new(cost.clone(), 1000);
     let mut engines = vec![engine::EngineCore::new(config(), runner).unwrap()];
     run(
         &mut engines,
         &mut VirtualClock::new(),
-        &mut Scripted::new(entries).unwrap(),
+        &mut two_requests_half_a_second_apart(),
     )
     .unwrap();
     let idle = cost.0.lock().unwrap().clone();
