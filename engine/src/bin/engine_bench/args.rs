@@ -24,7 +24,8 @@ pub(crate) const FAMILY: [&str; 6] = [
 ];
 
 /// What a `--family` run does not do.
-const FAMILY_CONFLICTS: [&str; 7] = [
+const FAMILY_CONFLICTS: [&str; 8] = [
+    "decode_mix",
     "model",
     "sm_count",
     "tune",
@@ -138,6 +139,46 @@ pub(crate) struct Args {
     /// (`CudaRunner::mixed_step_times`, medians of 40 steps; `mixed.csv`).
     #[arg(long, conflicts_with_all = ["eager", "only_decode"])]
     pub mixed: bool,
+    /// Only this: decode steps of sequences at different contexts, one
+    /// sequence for each number of the list (the median keys its timed steps
+    /// attend to, each from 26 to 2048); repeat the option for more batches.
+    /// Appends to `decode_mix.csv` (`steps::decode_mix`).
+    #[arg(long, value_name = "CONTEXTS", value_parser = decode_mix_parser(), conflicts_with_all = ["eager", "only_decode", "mixed"])]
+    pub decode_mix: Vec<DecodeMix>,
+}
+
+/// The contexts of one `--decode-mix` batch, one a sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DecodeMix(pub Vec<usize>);
+
+/// `--decode-mix`: 1 to [`MAX_BATCH`] contexts separated by commas, each in
+/// [`CONTEXT_RANGE`].
+fn decode_mix_parser() -> impl TypedValueParser<Value = DecodeMix> {
+    clap::builder::NonEmptyStringValueParser::new().try_map(|list: String| {
+        let contexts = list
+            .split(',')
+            .map(|c| {
+                c.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| CONTEXT_RANGE.contains(n))
+                    .ok_or_else(|| {
+                        format!(
+                            "{c:?} is not a context from {} to {} (the median keys a timed step attends to)",
+                            CONTEXT_RANGE.start(),
+                            CONTEXT_RANGE.end()
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if contexts.len() > MAX_BATCH {
+            return Err(format!(
+                "{} contexts is more sequences than a step takes ({MAX_BATCH})",
+                contexts.len()
+            ));
+        }
+        Ok(DecodeMix(contexts))
+    })
 }
 
 /// `--context`: a whole number in [`CONTEXT_RANGE`].
@@ -312,6 +353,37 @@ mod tests {
         assert_eq!(parse("--sm-count 16").unwrap().sm_count, Some(16));
         assert_eq!(parse("").unwrap().sm_count, None);
         assert_eq!(error("--sm-count 0").0, ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn a_decode_mix_is_a_list_of_contexts_and_repeats() {
+        let a = parse("--decode-mix 2048,300,300 --decode-mix 1000").unwrap();
+        assert_eq!(
+            a.decode_mix,
+            vec![DecodeMix(vec![2048, 300, 300]), DecodeMix(vec![1000])]
+        );
+        assert!(parse("").unwrap().decode_mix.is_empty());
+        let (kind, msg) = error("--decode-mix 2048,3000");
+        assert_eq!(kind, ErrorKind::ValueValidation);
+        assert!(
+            msg.contains("\"3000\" is not a context from 26 to 2048"),
+            "{msg}"
+        );
+        assert_eq!(error("--decode-mix 300,,300").0, ErrorKind::ValueValidation);
+        let many = vec!["300"; MAX_BATCH + 1].join(",");
+        let (_, msg) = error(&format!("--decode-mix {many}"));
+        assert!(
+            msg.contains("257 contexts is more sequences than a step takes (256)"),
+            "{msg}"
+        );
+        assert_eq!(
+            error("--decode-mix 300 --family").0,
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(
+            error("--decode-mix 300 --mixed").0,
+            ErrorKind::ArgumentConflict
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! `--no-gemm-tuning` and `--split-k S` override the runner's rules
 //! ([`CudaTuning`]); `--only-decode B` times decode steps at batch B only
 //! and writes nothing (for a profiler); `--mixed` times mixed and prefill
-//! steps eager against piecewise-graphed and writes `mixed.csv` only. With
+//! steps eager against piecewise-graphed and writes `mixed.csv` only;
+//! `--decode-mix CONTEXTS` (repeatable) times decode steps of sequences at
+//! different contexts and appends `decode_mix.csv` only. With
 //! GEMM tuning on, the tuned shapes go to `gemm_tuning.csv`. `--family
 //! [MODELS] [--sm-counts LIST]` appends the family table to
 //! `engine_family.csv` instead (family.rs); with `--operators`, also the
@@ -40,7 +42,7 @@ mod table;
 mod tuning;
 
 use args::Args;
-use steps::{bench_runner, decode, prefill, print_overheads, Workload, BUDGET, SEED};
+use steps::{bench_runner, decode, decode_mix, prefill, print_overheads, Workload, BUDGET, SEED};
 use table::RunInfo;
 
 fn main() -> anyhow::Result<()> {
@@ -69,6 +71,9 @@ fn main() -> anyhow::Result<()> {
     );
     if a.mixed {
         return mixed(&mut r, &a.out);
+    }
+    if !a.decode_mix.is_empty() {
+        return decode_mixes(&mut r, &a, &spec.name, &wl);
     }
     // `--only-decode B`: decode steps at batch B and nothing else (for a profiler).
     if let Some(b) = a.only_decode {
@@ -160,6 +165,64 @@ fn main() -> anyhow::Result<()> {
     };
     std::fs::write(out.join(name), &csv)?;
     print!("{csv}");
+    Ok(())
+}
+
+/// Columns of `decode_mix.csv`: `contexts` lists the batch's sequences'
+/// median keys, separated by spaces.
+const DECODE_MIX_HEADER: &str = "model,sm_count,contexts,ms_median,copy_bandwidth_tb_s,date,commit";
+
+/// `--decode-mix`: each batch's decode steps (`steps::decode_mix`), a row
+/// each appended to `decode_mix.csv`; a batch that fails is reported and
+/// left out, and the run fails once the others are written.
+fn decode_mixes(
+    r: &mut CudaRunner,
+    a: &args::Args,
+    model: &str,
+    wl: &Workload,
+) -> anyhow::Result<()> {
+    let out = &a.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
+    let info = RunInfo {
+        model: model.to_string(),
+        sm_count: r.sm_count(),
+        copy_bandwidth_tb_s: r.measured_copy_bandwidth() * 1e-12,
+        date: engine::date::utc_now(),
+        commit: table::commit(),
+    };
+    let mut rows = String::new();
+    let mut failed = 0;
+    for mix in &a.decode_mix {
+        let contexts: Vec<String> = mix.0.iter().map(usize::to_string).collect();
+        let contexts = contexts.join(" ");
+        match decode_mix(r, &mix.0, wl) {
+            Ok(s) => {
+                println!("decode mix [{contexts}]: {:.3} ms/step", s * 1e3);
+                let _ = writeln!(
+                    rows,
+                    "{},{},{contexts},{:.4},{:.3},{},{}",
+                    info.model_cell(),
+                    info.sm_count,
+                    s * 1e3,
+                    info.copy_bandwidth_tb_s,
+                    info.date,
+                    info.commit
+                );
+            }
+            Err(e) => {
+                eprintln!("decode mix [{contexts}]: FAILED: {e:#}");
+                failed += 1;
+            }
+        }
+    }
+    let path = out.join("decode_mix.csv");
+    table::append_with_header(&path, DECODE_MIX_HEADER, &rows)
+        .with_context(|| format!("appending to {}", path.display()))?;
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} decode mixes failed",
+        a.decode_mix.len()
+    );
     Ok(())
 }
 

@@ -152,12 +152,66 @@ fn tokens(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
 
 /// Decode steps at batch `b`: prefill `b` prompts, then time decodes.
 pub(crate) fn decode(r: &mut CudaRunner, b: usize, wl: &Workload) -> Timing {
-    let (vocab, prompt_len) = (wl.vocab, wl.prompt_len());
-    let tables = wl.tables(b);
-    let prompts: Vec<Vec<u32>> = (0..b).map(|i| tokens(prompt_len, vocab, i)).collect();
-    let per_step = (wl.budget / prompt_len).max(1);
+    decode_mix(r, &vec![wl.context; b], wl)
+}
+
+/// Disjoint block tables for sequences whose timed decode steps centre on
+/// `contexts` (block 0, the null block, unused): sequence `i` holds its
+/// prompt, the warm-up and timed steps' tokens and one spare, right after
+/// sequence `i - 1`'s blocks. Every sequence at the workload's context gives
+/// [`Workload::tables`].
+fn mix_tables(contexts: &[usize]) -> Vec<Vec<u32>> {
+    let mut next = 1;
+    contexts
+        .iter()
+        .map(|&c| {
+            let n = (c - DECODE_STEPS / 2 + DECODE_STEPS + 1).div_ceil(BLOCK_SIZE);
+            let t = (next..next + n).map(|k| k as u32).collect();
+            next += n;
+            t
+        })
+        .collect()
+}
+
+/// Decode steps of one sequence per context (each in [`CONTEXT_RANGE`]):
+/// sequence `i`'s prompt is `contexts[i] - 25` tokens, prefilled with others
+/// in steps of at most the workload's budget, so that its timed steps attend
+/// to `contexts[i]` keys at the median (as [`Workload`] centres them). The
+/// median time of the timed steps; an error where the sequences need more KV
+/// blocks than the runner has.
+pub(crate) fn decode_mix(r: &mut CudaRunner, contexts: &[usize], wl: &Workload) -> Timing {
+    let vocab = wl.vocab;
+    let prompt = |c: usize| c - DECODE_WARMUP - DECODE_STEPS / 2;
+    let tables = mix_tables(contexts);
+    let needed = tables
+        .last()
+        .and_then(|t| t.last())
+        .map_or(0, |&k| k as usize + 1);
+    anyhow::ensure!(
+        needed <= r.num_kv_blocks(),
+        "the decode batch {contexts:?} needs {needed} KV blocks, the runner has {}",
+        r.num_kv_blocks()
+    );
+    let b = contexts.len();
+    let prompts: Vec<Vec<u32>> = (0..b)
+        .map(|i| tokens(prompt(contexts[i]), vocab, i))
+        .collect();
     let mut last = vec![0u32; b];
-    for chunk in (0..b).collect::<Vec<_>>().chunks(per_step) {
+    // Prompts in order, as many to a step as the budget holds.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut used = 0;
+    for (i, p) in prompts.iter().enumerate() {
+        let n = p.len();
+        match groups.last_mut() {
+            Some(g) if used + n <= wl.budget => g.push(i),
+            _ => {
+                groups.push(vec![i]);
+                used = 0;
+            }
+        }
+        used += n;
+    }
+    for chunk in &groups {
         let batch = ScheduledBatch {
             seqs: chunk
                 .iter()
@@ -184,7 +238,7 @@ pub(crate) fn decode(r: &mut CudaRunner, b: usize, wl: &Workload) -> Timing {
                 .map(|i| ScheduledSeq {
                     request_id: RequestId(i as u64),
                     token_ids: &toks[i],
-                    start_pos: prompt_len + step,
+                    start_pos: prompts[i].len() + step,
                     block_table: &tables[i],
                     samples: true,
                 })
@@ -283,6 +337,19 @@ mod tests {
             1 + wl.blocks_per_seq(),
             "tables are disjoint"
         );
+    }
+
+    #[test]
+    fn mixed_tables_hold_each_sequence_and_match_the_uniform_ones() {
+        let wl = Workload::new(1000, 3200, DEFAULT_CONTEXT).unwrap();
+        assert_eq!(super::mix_tables(&[DEFAULT_CONTEXT; 3]), wl.tables(3));
+        let t = super::mix_tables(&[2048, 300]);
+        // 2,048 keys at the median: the last timed step attends to 2,068.
+        assert_eq!(t[0].len(), 130);
+        assert!(t[0].len() * BLOCK_SIZE > 2068);
+        assert_eq!(t[0][0], 1);
+        assert_eq!(t[1][0], 131, "tables are disjoint");
+        assert_eq!(t[1].len(), wl.blocks_per_seq());
     }
 
     #[test]
