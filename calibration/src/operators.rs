@@ -32,6 +32,7 @@
 
 pub mod attention;
 pub mod burst;
+pub mod decode_mix;
 pub mod family;
 pub mod fit;
 pub mod gemm;

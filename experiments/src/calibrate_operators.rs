@@ -241,6 +241,7 @@ pub fn run(
         gemm_shapes: dir.join("operators/gemm_shapes.csv"),
         gpu: gpu_key,
         held_out_gpus: Vec::new(),
+        held_out_mixes: Vec::new(),
         out: dir.clone(),
         quiet,
     };

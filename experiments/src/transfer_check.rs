@@ -20,7 +20,7 @@ use anyhow::Context;
 use calibration::operators::family::{self, FamilyPoint};
 use calibration::operators::profile::OperatorProfile;
 use calibration::operators::slices::CopyBandwidths;
-use calibration::operators::{fit, groups, shapes};
+use calibration::operators::{decode_mix, fit, groups, shapes};
 use figures::{Chart, Kind, Series, Source};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -52,10 +52,42 @@ pub struct TransferArgs {
         default_value = "h100-sxm=results/h100/engine_family.csv"
     )]
     pub held_out_gpus: Vec<String>,
+    /// Decode batches of sequences at different contexts measured on a GPU
+    /// (`NAME=FILE`: its datasheet name and the `decode_mix.csv` of
+    /// `engine-bench --decode-mix`), predicted by the fit; repeatable.
+    /// Given, it replaces the default; `none` holds none out.
+    #[arg(
+        long = "held-out-mix",
+        value_name = "NAME=FILE",
+        default_value = "h100-sxm=results/h100/decode_mix/decode_mix.csv"
+    )]
+    pub held_out_mixes: Vec<String>,
     #[arg(long, default_value = "results/h200")]
     pub out: PathBuf,
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// A `--FLAG NAME=FILE` hold-out: the datasheet GPU named and the file
+/// (a `what` of it), checked not to be the fit's own GPU.
+fn held_out_file<'a>(
+    spec: &'a str,
+    flag: &str,
+    what: &str,
+    whole: &sim::GpuSpec,
+) -> anyhow::Result<(&'a str, sim::GpuSpec, PathBuf)> {
+    let (name, file) = spec.split_once('=').with_context(|| {
+        format!("--{flag} {spec}: expected NAME=FILE (a datasheet GPU and its {what})")
+    })?;
+    anyhow::ensure!(
+        name != whole.name,
+        "--{flag} {spec}: the fit's own GPU cannot be held out of it"
+    );
+    Ok((
+        name,
+        calibration::datasheet::lookup(name)?,
+        PathBuf::from(file),
+    ))
 }
 
 fn summary(rows: &[fit::HeldOutRow]) -> (f64, f64) {
@@ -129,19 +161,20 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     // Another GPU's steps are read before the fits, so bad input fails at once.
     let mut others = Vec::new();
     for spec in &args.held_out_gpus {
-        let (name, file) = spec.split_once('=').with_context(|| {
-            format!("--held-out-gpu {spec}: expected NAME=FILE (a datasheet GPU and its engine_family.csv)")
-        })?;
-        anyhow::ensure!(
-            name != whole.name,
-            "--held-out-gpu {spec}: the fit's own GPU cannot be held out of it"
-        );
-        let other = calibration::datasheet::lookup(name)?;
-        let file = PathBuf::from(file);
+        let (name, other, file) = held_out_file(spec, "held-out-gpu", "engine_family.csv", &whole)?;
         let gpus = CopyBandwidths::from_files(&other, &[&file])
             .with_context(|| format!("--held-out-gpu {spec}"))?;
         let steps = family::read(&file, &gpus).with_context(|| format!("--held-out-gpu {spec}"))?;
         others.push((name, other.sm_count, steps));
+    }
+    let mut mixes = Vec::new();
+    for spec in args.held_out_mixes.iter().filter(|s| s.as_str() != "none") {
+        let (name, other, file) = held_out_file(spec, "held-out-mix", "decode_mix.csv", &whole)?;
+        let gpus = CopyBandwidths::from_files(&other, &[&file])
+            .with_context(|| format!("--held-out-mix {spec}"))?;
+        let steps =
+            decode_mix::read(&file, &gpus).with_context(|| format!("--held-out-mix {spec}"))?;
+        mixes.push((name, steps));
     }
     let points = &data.steps;
     let params = fit::fit_points(&data.all())?;
@@ -165,6 +198,12 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
                 gpu_parts.push((label, picked));
             }
         }
+        by_gpu.extend(rows);
+    }
+    for (name, steps) in &mixes {
+        let rows = fit::gpu_holdout(&params, name, steps);
+        let label = format!("{name} decode mixes held out, fit on {}", whole.name);
+        gpu_parts.push((label, rows.clone()));
         by_gpu.extend(rows);
     }
     let (by_model, by_sm) = (&held_model.steps, &held_sm.steps);
@@ -230,11 +269,16 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         })
         .collect();
     let keys = contexts_label(points, others.iter().flat_map(|(_, _, steps)| steps.iter()));
+    let mixed = if mixes.is_empty() {
+        String::new()
+    } else {
+        ", decode batches of sequences at different contexts (held-out GPU)".to_string()
+    };
     let chart = Chart {
         title: "Operator cost model on steps it was not fitted on".into(),
         subtitle: format!(
             "GPU {} and SM-limited slices; cost model: operators fitted on {}; models qwen3-0.6b..32b; \
-             workload: decode batches 1-256 at {keys}, prefills 512-3200 tokens. \
+             workload: decode batches 1-256 at {keys}, prefills 512-3200 tokens{mixed}. \
              Held-out size: median {mm:.1} %, max {mx:.1} %; held-out SM count: median {sm_med:.1} %, max {sm_max:.1} %{gpu_summary}",
             whole.name,
             args.family.display()

@@ -42,12 +42,17 @@ pub struct FamilyPoint {
 }
 
 impl FamilyPoint {
-    /// `decode b=64 ctx=300` or `prefill 3200`.
+    /// `decode b=64 ctx=300`, `prefill 3200`, or a decode mix's contexts
+    /// (`decode_mix 2048/300x4`, [`super::decode_mix`]).
     pub fn target(&self) -> String {
-        if self.kind == "decode" {
-            format!("decode b={} ctx={}", self.batch, self.tokens)
-        } else {
-            format!("prefill {}", self.tokens)
+        match self.kind.as_str() {
+            "decode" => format!("decode b={} ctx={}", self.batch, self.tokens),
+            super::decode_mix::KIND => format!(
+                "{} {}",
+                super::decode_mix::KIND,
+                super::decode_mix::contexts_label(&self.step)
+            ),
+            _ => format!("prefill {}", self.tokens),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `exp transfer-check` with another GPU held out: the committed H200 rows
-//! fitted, the committed H100 rows predicted; and the inputs it refuses
-//! before it fits anything.
+//! fitted, the committed H100 rows (whole steps and decode mixes)
+//! predicted; and the inputs it refuses before it fits anything.
 
 use crate::common::scratch;
 use calibration::operators::profile::OperatorProfile;
@@ -14,6 +14,14 @@ fn results(path: &str) -> PathBuf {
 }
 
 fn transfer_check(out: &Path, held_out: &str) -> std::process::Output {
+    let mix = format!(
+        "h100-sxm={}",
+        results("h100/decode_mix/decode_mix.csv").display()
+    );
+    transfer_check_with(out, held_out, &mix)
+}
+
+fn transfer_check_with(out: &Path, held_out: &str, mix: &str) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_exp"))
         .args(["transfer-check", "--quiet", "--family"])
         .arg(results("h200/engine_family.csv"))
@@ -21,7 +29,7 @@ fn transfer_check(out: &Path, held_out: &str) -> std::process::Output {
         .arg(results("h200/operators/groups.csv"))
         .arg("--gemm-shapes")
         .arg(results("h200/operators/gemm_shapes.csv"))
-        .args(["--held-out-gpu", held_out, "--out"])
+        .args(["--held-out-gpu", held_out, "--held-out-mix", mix, "--out"])
         .arg(out)
         .output()
         .expect("exp runs")
@@ -40,8 +48,18 @@ fn another_gpus_steps_are_predicted_by_the_fit_and_kept_as_its_expected_error() 
     let rows = std::fs::read_to_string(dir.join("transfer.csv")).unwrap();
     let gpu_rows: Vec<&str> = rows.lines().filter(|l| l.starts_with("gpu,")).collect();
     let measured = std::fs::read_to_string(results("h100/engine_family.csv")).unwrap();
-    // Every H100 step once, whole GPU and slices, named MODEL@GPU@Nsm.
-    assert_eq!(gpu_rows.len(), measured.lines().count() - 1);
+    let mixes = std::fs::read_to_string(results("h100/decode_mix/decode_mix.csv")).unwrap();
+    // Every H100 step once, whole GPU and slices, named MODEL@GPU@Nsm, and
+    // every decode mix, named by its contexts.
+    let mix_rows = gpu_rows
+        .iter()
+        .filter(|l| l.contains(",decode_mix "))
+        .count();
+    assert_eq!(mix_rows, mixes.lines().count() - 1);
+    assert_eq!(gpu_rows.len() - mix_rows, measured.lines().count() - 1);
+    assert!(gpu_rows
+        .iter()
+        .any(|l| l.contains(",qwen3-0.6b@h100-sxm@132sm,decode_mix 2048/300x4,")));
     assert!(gpu_rows
         .iter()
         .any(|l| l.contains(",qwen3-32b@h100-sxm@132sm,")));
@@ -85,6 +103,19 @@ fn a_held_out_gpu_the_fit_cannot_use_is_refused_before_the_fit() {
         (format!("h100-sxm={}", old.display()), "copy_bandwidth_tb_s"),
     ] {
         let run = transfer_check(&dir.join("out"), &arg);
+        assert!(!run.status.success(), "{arg}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains(says), "{arg}: {err}");
+        assert!(!dir.join("out/transfer.csv").exists(), "{arg}");
+    }
+    let family = format!("h100-sxm={}", h100.display());
+    for (arg, says) in [
+        ("h100-sxm".to_string(), "expected NAME=FILE"),
+        (format!("h200-sxm={}", h100.display()), "cannot be held out"),
+        // A family file is no decode-mix file: its rows have no contexts.
+        (format!("h100-sxm={}", h100.display()), "contexts"),
+    ] {
+        let run = transfer_check_with(&dir.join("out"), &family, &arg);
         assert!(!run.status.success(), "{arg}");
         let err = String::from_utf8_lossy(&run.stderr);
         assert!(err.contains(says), "{arg}: {err}");
