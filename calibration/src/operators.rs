@@ -120,11 +120,15 @@ pub struct OperatorParams {
     /// Prefill attention: seconds of each 64-key iteration of a block that
     /// its SM's other resident blocks do not share ([`attention::prefill_seconds`]).
     pub prefill_iteration_latency: f64,
+    /// Decode attention: seconds per key that the block finishing last (the
+    /// longest sequence's) reads beyond a mean block's, alone on its SM,
+    /// whatever the group ([`attention::decode_seconds`]).
+    pub decode_lone_key_cost: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 25;
+    pub const LEN: usize = 26;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -153,6 +157,7 @@ impl OperatorParams {
             self.heads_kv_key_cost,
             self.heads_key_cost,
             self.prefill_iteration_latency,
+            self.decode_lone_key_cost,
         ]
     }
 
@@ -183,6 +188,7 @@ impl OperatorParams {
             heads_kv_key_cost: v[22],
             heads_key_cost: v[23],
             prefill_iteration_latency: v[24],
+            decode_lone_key_cost: v[25],
         }
     }
 
@@ -214,6 +220,7 @@ impl OperatorParams {
             heads_kv_key_cost: 5e-9,
             heads_key_cost: 5e-9,
             prefill_iteration_latency: 1e-6,
+            decode_lone_key_cost: 20e-9,
         }
     }
 

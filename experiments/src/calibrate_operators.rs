@@ -235,13 +235,20 @@ pub fn run(
     let gpu_key = gpu_key.context("the plan ran no engine-bench command")?;
     bar.finish_and_clear();
     let measured_s = started.elapsed().as_secs_f64();
+    // Decode mixes, where the plan measured them (engine-bench --decode-mix).
+    let mixes = dir.join("operators/decode_mix.csv");
+    let decode_mixes = if mixes.exists() {
+        vec![format!("{gpu_key}={}", mixes.display())]
+    } else {
+        Vec::new()
+    };
     let args = TransferArgs {
         family: dir.join("engine_family.csv"),
         groups: dir.join("operators/groups.csv"),
         gemm_shapes: dir.join("operators/gemm_shapes.csv"),
         gpu: gpu_key,
         held_out_gpus: Vec::new(),
-        held_out_mixes: Vec::new(),
+        decode_mixes,
         out: dir.clone(),
         quiet,
     };

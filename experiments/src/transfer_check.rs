@@ -53,15 +53,16 @@ pub struct TransferArgs {
     )]
     pub held_out_gpus: Vec<String>,
     /// Decode batches of sequences at different contexts measured on a GPU
-    /// (`NAME=FILE`: its datasheet name and the `decode_mix.csv` of
-    /// `engine-bench --decode-mix`), predicted by the fit; repeatable.
-    /// Given, it replaces the default; `none` holds none out.
+    /// of the same SMs (`NAME=FILE`: its datasheet name and the
+    /// `decode_mix.csv` of `engine-bench --decode-mix`): in the fit, each
+    /// size's predicted by the fit without that size; repeatable. Given, it
+    /// replaces the default; `none` for none.
     #[arg(
-        long = "held-out-mix",
+        long = "decode-mix",
         value_name = "NAME=FILE",
         default_value = "h100-sxm=results/h100/decode_mix/decode_mix.csv"
     )]
-    pub held_out_mixes: Vec<String>,
+    pub decode_mixes: Vec<String>,
     #[arg(long, default_value = "results/h200")]
     pub out: PathBuf,
     #[arg(long)]
@@ -153,10 +154,24 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
 pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     let whole = calibration::datasheet::lookup(&args.gpu)?;
     let gpus = CopyBandwidths::from_files(&whole, &[&args.family])?;
+    let mut mixes = Vec::new();
+    for spec in args.decode_mixes.iter().filter(|s| s.as_str() != "none") {
+        let (name, file) = spec.split_once('=').with_context(|| {
+            format!(
+                "--decode-mix {spec}: expected NAME=FILE (a datasheet GPU and its decode_mix.csv)"
+            )
+        })?;
+        let on = calibration::datasheet::lookup(name)?;
+        let file = PathBuf::from(file);
+        let on = CopyBandwidths::from_files(&on, &[&file])
+            .with_context(|| format!("--decode-mix {spec}"))?;
+        mixes.extend(decode_mix::read(&file, &on).with_context(|| format!("--decode-mix {spec}"))?);
+    }
     let data = fit::Measurements {
         steps: family::read(&args.family, &gpus)?,
         groups: groups::read(&args.groups, &gpus)?,
         gemms: shapes::read(&args.gemm_shapes, &gpus)?,
+        mixes,
     };
     // Another GPU's steps are read before the fits, so bad input fails at once.
     let mut others = Vec::new();
@@ -167,15 +182,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         let steps = family::read(&file, &gpus).with_context(|| format!("--held-out-gpu {spec}"))?;
         others.push((name, other.sm_count, steps));
     }
-    let mut mixes = Vec::new();
-    for spec in args.held_out_mixes.iter().filter(|s| s.as_str() != "none") {
-        let (name, other, file) = held_out_file(spec, "held-out-mix", "decode_mix.csv", &whole)?;
-        let gpus = CopyBandwidths::from_files(&other, &[&file])
-            .with_context(|| format!("--held-out-mix {spec}"))?;
-        let steps =
-            decode_mix::read(&file, &gpus).with_context(|| format!("--held-out-mix {spec}"))?;
-        mixes.push((name, steps));
-    }
+
     let points = &data.steps;
     let params = fit::fit_points(&data.all())?;
     let held_model = fit::leave_one_model_out(&data)?;
@@ -200,19 +207,23 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         }
         by_gpu.extend(rows);
     }
-    for (name, steps) in &mixes {
-        let rows = fit::gpu_holdout(&params, name, steps);
-        let label = format!("{name} decode mixes held out, fit on {}", whole.name);
-        gpu_parts.push((label, rows.clone()));
-        by_gpu.extend(rows);
+    // Each size's decode mixes, predicted by the fit without that size:
+    // apart from the family table's steps, which the targets are about.
+    let (mix_rows, by_model): (Vec<fit::HeldOutRow>, Vec<fit::HeldOutRow>) = held_model
+        .steps
+        .iter()
+        .cloned()
+        .partition(|r| r.quantity.starts_with(decode_mix::KIND));
+    if !mix_rows.is_empty() {
+        gpu_parts.push(("decode mixes, size held out".to_string(), mix_rows.clone()));
     }
-    let (by_model, by_sm) = (&held_model.steps, &held_sm.steps);
+    let (by_model, by_sm) = (&by_model, &held_sm.steps);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let csv_path = args.out.join("transfer.csv");
     let mut w = csv::Writer::from_path(&csv_path)
         .with_context(|| format!("writing {}", csv_path.display()))?;
-    for r in by_model.iter().chain(by_sm).chain(&by_gpu) {
+    for r in by_model.iter().chain(&mix_rows).chain(by_sm).chain(&by_gpu) {
         w.serialize(r)?;
     }
     w.flush()?;
@@ -225,6 +236,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     w.flush()?;
     let held: Vec<fit::HeldOutRow> = by_model
         .iter()
+        .chain(&mix_rows)
         .chain(by_sm)
         .chain(&by_gpu)
         .cloned()
@@ -233,10 +245,15 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         format: calibration::operators::profile::FORMAT,
         gpu: whole.name.clone(),
         fitted_on: format!(
-            "{}, {}, {} ({how})",
+            "{}, {}, {}{} ({how})",
             args.family.display(),
             args.groups.display(),
-            args.gemm_shapes.display()
+            args.gemm_shapes.display(),
+            args.decode_mixes
+                .iter()
+                .filter(|s| s.as_str() != "none")
+                .map(|s| format!(", decode mixes {s}"))
+                .collect::<String>()
         ),
         params,
         held_out: calibration::operators::profile::summarise(&held),
@@ -269,10 +286,10 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         })
         .collect();
     let keys = contexts_label(points, others.iter().flat_map(|(_, _, steps)| steps.iter()));
-    let mixed = if mixes.is_empty() {
+    let mixed = if mix_rows.is_empty() {
         String::new()
     } else {
-        ", decode batches of sequences at different contexts (held-out GPU)".to_string()
+        ", decode batches of sequences at different contexts".to_string()
     };
     let chart = Chart {
         title: "Operator cost model on steps it was not fitted on".into(),

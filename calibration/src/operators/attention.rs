@@ -11,7 +11,10 @@
 //!   kernel of a warp per KV head (large batches), which reads whole cache
 //!   slots where the others share a head's keys among a block's warps; the
 //!   blocks of the longest sequence, which read the most keys, finish last,
-//!   so the busiest SM holds one of them and its share of the others; or the
+//!   so the busiest SM holds one of them and its share of the others (the
+//!   longest block's keys beyond a mean block's at
+//!   [`OperatorParams::decode_lone_key_cost`], whatever the group, in the
+//!   key-sharing kernels of decode-only steps); or the
 //!   KV bytes stream at the copy bandwidth, whichever is slower; plus one
 //!   kernel latency. Split partials are merged by a second kernel
 //!   ([`merge`]), priced as an elementwise kernel. DRAM delivers each sequence's keys once per
@@ -71,6 +74,9 @@ pub struct DecodeWork {
     pub max_keys: f64,
     /// Whether the kernel is the one of a warp per KV head.
     pub heads_kernel: bool,
+    /// Whether the step is decode-only (a graph replay): nothing of the
+    /// step runs beside the attention kernel's last blocks.
+    pub graphed: bool,
 }
 
 /// The decode-path launch of `batch` (`graphed`: a decode-only step).
@@ -114,6 +120,7 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
         unique_keys,
         max_keys: max_ctx as f64,
         heads_kernel: kernel == DecodeKernel::HeadsU4,
+        graphed,
     }
 }
 
@@ -187,10 +194,21 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     let mean_block = block_cost + kv_keys * key_cost;
     // The blocks of the longest sequence read the most keys: the SM holding
     // one of them finishes last when contexts differ (a batch of uniform
-    // contexts has no such block).
-    let longest_block =
-        block_cost + units_per_block * w.max_keys / w.splits.max(1) as f64 * key_cost;
-    let work = (per_sm - 1.0) * mean_block + mean_block.max(longest_block);
+    // contexts has no such block). Its keys beyond a mean block's it reads
+    // once the SM's other blocks are done, alone, at a cost per key that
+    // does not grow with the group (`results/h100/decode_mix/`: one
+    // 2,048-key sequence among four at 300 keys adds about as much to a
+    // group-2 size's layer as to a group-4 one's). That holds in decode-only
+    // steps, whose next kernel waits for the attention's output; in a step
+    // with prefills (launched eagerly) the busiest SM's cost per key stays,
+    // as it does for the kernel of a warp per KV head.
+    let tail_key_cost = if w.graphed && !w.heads_kernel {
+        p.decode_lone_key_cost
+    } else {
+        key_cost
+    };
+    let longest_keys = units_per_block * w.max_keys / w.splits.max(1) as f64;
+    let work = per_sm * mean_block + (longest_keys - kv_keys).max(0.0) * tail_key_cost;
     p.attention_latency
         + smooth_max(
             copy_seconds(gpu, kv_bytes, 1.0),

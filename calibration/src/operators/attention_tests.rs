@@ -105,6 +105,7 @@ fn decode_attention_by_hand() {
         unique_keys: 64.0 * 300.0,
         max_keys: 300.0,
         heads_kernel: false,
+        graphed: true,
     };
     // 512 blocks on 132 SMs: 4 on the busiest. Each block reads its
     // share of the 64 × 300 keys over 8 KV heads, for 2 query heads each.
@@ -138,17 +139,53 @@ fn the_blocks_of_the_longest_sequence_set_the_decode_time() {
     );
     // The same keys over the same grid: only the longest blocks differ.
     // 16 decodes × 8 KV heads × 2 splits = 256 blocks, 2 on the busiest
-    // of 132 SMs; the longest block reads 8,500 / 2 keys.
+    // of 132 SMs; the longest block reads 8,500 / 2 keys, 3,750 more than a
+    // mean block's 500, which it reads alone at the tail's cost per key.
     // Each block writes split partials: its fixed cost is per query head.
     let key_cost = p.decode_kv_key_cost + 2.0 * p.decode_key_cost;
     let mean = 2.0 * p.decode_block_cost + 16_000.0 * 8.0 / 256.0 * key_cost;
-    let longest = 2.0 * p.decode_block_cost + 8_500.0 / 2.0 * key_cost;
+    let longest = mean + 3_750.0 * p.decode_lone_key_cost;
     let merged = merge_seconds(&p, &m, &gpu, &we);
     assert_eq!(merge(&m, &we), merge(&m, &ws));
     let latency = p.attention_latency + merged;
     assert!((te - (latency + 2.0 * mean)).abs() < 1e-9 * te, "{te}");
     assert!((ts - (latency + mean + longest)).abs() < 1e-9 * ts, "{ts}");
     assert!(ts > 1.5 * te, "{ts} {te}");
+}
+
+#[test]
+fn the_longest_blocks_tail_costs_the_same_per_key_whatever_the_group() {
+    // One sequence at 2,048 keys among four at 300, in the graph of 8: 4
+    // splits, the longest block 512 keys. Priced with the tail's cost alone
+    // (no other per-key cost), group 2 (qwen3-0.6b) and group 4 (qwen3-8b,
+    // 8 KV heads too) pay the same for the tail.
+    let (gpu, p) = (
+        sm_bound_h200(),
+        OperatorParams {
+            decode_key_cost: 0.0,
+            decode_kv_key_cost: 0.0,
+            ..hard_max()
+        },
+    );
+    let mut seqs = vec![seq(1, 300); 4];
+    seqs.insert(0, seq(1, 2048));
+    let mixed = BatchShape { seqs };
+    let uniform = BatchShape {
+        seqs: vec![seq(1, 300); 5],
+    };
+    let tail = |m: &ModelShape| {
+        decode_seconds(&p, m, &gpu, &decode_work(m, &mixed, true))
+            - decode_seconds(&p, m, &gpu, &decode_work(m, &uniform, true))
+    };
+    let eight_b = ModelShape::from_qwen3(&engine::model::Qwen3Config::preset("qwen3-8b").unwrap());
+    let (t2, t4) = (tail(&ModelShape::qwen3_0_6b()), tail(&eight_b));
+    // 256 blocks (8 entries, 3 of them padding); the longest reads 2,049 / 4
+    // keys, a mean block (2,049 + 4 × 301) × 8 / 256; in the uniform batch
+    // 301 / 4 against 5 × 301 × 8 / 256.
+    let excess = (2049.0 / 4.0 - (2049.0 + 4.0 * 301.0) * 8.0 / 256.0)
+        - (301.0 / 4.0 - 5.0 * 301.0 * 8.0 / 256.0);
+    assert!((t2 - excess * p.decode_lone_key_cost).abs() < 1e-12, "{t2}");
+    assert!((t4 - t2).abs() < 1e-12, "{t2} {t4}");
 }
 
 #[test]

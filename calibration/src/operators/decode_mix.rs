@@ -5,14 +5,19 @@
 //! Contract: each row becomes a decode-only batch of one sequence per
 //! number in `contexts` (separated by spaces), each one new token over that
 //! many cached keys, as [`super::family`] reads a decode row; its kind is
-//! [`KIND`], its batch the count and its tokens the longest context. The
+//! [`KIND`], its batch the count and its tokens the longest context; its
+//! GPU, whole or a slice, is described by its SM count, its share of the
+//! FLOP/s and the copy bandwidth its runner measured (`copy_bandwidth_tb_s`,
+//! as [`super::slices`] describes a slice): these rows are fitted on, and a
+//! GPU whose datasheet bandwidth is not the fit's GPU's share of it would
+//! otherwise tell the fit its products are slow. The
 //! family table holds batches of one context only; these steps show what a
 //! batch whose sequences differ costs (the blocks of its longest sequence
 //! finish last). A row that does not parse is an error naming its line and
 //! field.
 
 use super::family::{read_checked, FamilyError, FamilyPoint, MeasuredRow};
-use super::slices::CopyBandwidths;
+use super::slices::{slice_of, CopyBandwidths};
 use engine::{BatchShape, SeqShape};
 use sim::ModelShape;
 use std::path::Path;
@@ -26,6 +31,7 @@ struct Row {
     sm_count: u32,
     contexts: String,
     ms_median: f64,
+    copy_bandwidth_tb_s: f64,
 }
 
 impl MeasuredRow for Row {
@@ -58,6 +64,13 @@ pub fn read(path: &Path, gpus: &CopyBandwidths) -> Result<Vec<FamilyPoint>, Fami
                 )
             })?;
         c.positive_time("ms_median", row.ms_median)?;
+        let copy = row.copy_bandwidth_tb_s;
+        if !(copy.is_finite() && copy > 0.0) {
+            return Err(c.field(
+                "copy_bandwidth_tb_s",
+                format!("{copy} is not a bandwidth (TB/s above zero)"),
+            ));
+        }
         let seqs = contexts
             .iter()
             .map(|&ctx| SeqShape {
@@ -69,7 +82,7 @@ pub fn read(path: &Path, gpus: &CopyBandwidths) -> Result<Vec<FamilyPoint>, Fami
         out.push(FamilyPoint {
             model: row.model.clone(),
             shape: ModelShape::from_qwen3(&c.config),
-            gpu: c.gpu.clone(),
+            gpu: slice_of(&gpus.whole, c.gpu.sm_count, copy),
             kind: KIND.to_string(),
             batch: contexts.len(),
             tokens: contexts.iter().copied().max().unwrap_or(0) as usize,
@@ -136,6 +149,9 @@ mod tests {
         assert!(p.step.seqs.iter().all(|s| s.new_tokens == 1 && s.samples));
         assert!((p.measured_s - 1.5316e-3).abs() < 1e-12);
         assert_eq!(p.gpu.sm_count, 132);
+        // The GPU as its runner measured it: 2.775 TB/s of copies.
+        let copy = p.gpu.mem_bandwidth * super::super::COPY_FRACTION;
+        assert!((copy - 2.775e12).abs() < 1e6, "{copy}");
         assert_eq!(contexts_label(&p.step), "2048/300x4");
         assert_eq!(p.target(), "decode_mix 2048/300x4");
     }
@@ -147,6 +163,7 @@ mod tests {
             ("qwen3-0.6b,132,2048 0,1.5,2.7,d,c\n", "`contexts`"),
             ("qwen3-0.6b,132,,1.5,2.7,d,c\n", "`contexts`"),
             ("qwen3-0.6b,132,300,-1,2.7,d,c\n", "`ms_median`"),
+            ("qwen3-0.6b,132,300,1.5,0,d,c\n", "`copy_bandwidth_tb_s`"),
             ("qwen3-9b,132,300,1.5,2.7,d,c\n", "`model`"),
         ] {
             let path = write(

@@ -36,8 +36,10 @@ use std::path::Path;
 /// partials, so a format-3 value would price them wrong; 5: a GEMM's wave
 /// latency paid for its first [`super::gemm::EXPOSED_WAVES`] waves only, so
 /// a format-4 `gemm_wave_latency` is fitted for another model; 6: a prefill
-/// attention iteration's unshared latency, `prefill_iteration_latency`).
-pub const FORMAT: u32 = 6;
+/// attention iteration's unshared latency, `prefill_iteration_latency`; 7:
+/// the cost per key of the decode block that finishes last,
+/// `decode_lone_key_cost`).
+pub const FORMAT: u32 = 7;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {

@@ -1,6 +1,7 @@
 //! `exp transfer-check` with another GPU held out: the committed H200 rows
-//! fitted, the committed H100 rows (whole steps and decode mixes)
-//! predicted; and the inputs it refuses before it fits anything.
+//! fitted, the committed H100 steps predicted, the H100's decode mixes
+//! fitted and each size's predicted by the fit without it; and the inputs
+//! it refuses before it fits anything.
 
 use crate::common::scratch;
 use calibration::operators::profile::OperatorProfile;
@@ -29,7 +30,7 @@ fn transfer_check_with(out: &Path, held_out: &str, mix: &str) -> std::process::O
         .arg(results("h200/operators/groups.csv"))
         .arg("--gemm-shapes")
         .arg(results("h200/operators/gemm_shapes.csv"))
-        .args(["--held-out-gpu", held_out, "--held-out-mix", mix, "--out"])
+        .args(["--held-out-gpu", held_out, "--decode-mix", mix, "--out"])
         .arg(out)
         .output()
         .expect("exp runs")
@@ -49,17 +50,19 @@ fn another_gpus_steps_are_predicted_by_the_fit_and_kept_as_its_expected_error() 
     let gpu_rows: Vec<&str> = rows.lines().filter(|l| l.starts_with("gpu,")).collect();
     let measured = std::fs::read_to_string(results("h100/engine_family.csv")).unwrap();
     let mixes = std::fs::read_to_string(results("h100/decode_mix/decode_mix.csv")).unwrap();
-    // Every H100 step once, whole GPU and slices, named MODEL@GPU@Nsm, and
-    // every decode mix, named by its contexts.
-    let mix_rows = gpu_rows
-        .iter()
+    // Every H100 step once, whole GPU and slices, named MODEL@GPU@Nsm.
+    assert_eq!(gpu_rows.len(), measured.lines().count() - 1);
+    // Every decode mix once, held out with its size, named by its GPU and
+    // its contexts.
+    let mix_rows: Vec<&str> = rows
+        .lines()
         .filter(|l| l.contains(",decode_mix "))
-        .count();
-    assert_eq!(mix_rows, mixes.lines().count() - 1);
-    assert_eq!(gpu_rows.len() - mix_rows, measured.lines().count() - 1);
-    assert!(gpu_rows
+        .collect();
+    assert_eq!(mix_rows.len(), mixes.lines().count() - 1);
+    assert!(mix_rows.iter().all(|l| l.starts_with("model,")));
+    assert!(mix_rows
         .iter()
-        .any(|l| l.contains(",qwen3-0.6b@h100-sxm@132sm,decode_mix 2048/300x4,")));
+        .any(|l| l.starts_with("model,qwen3-0.6b@h100-sxm@132sm,decode_mix 2048/300x4,")));
     assert!(gpu_rows
         .iter()
         .any(|l| l.contains(",qwen3-32b@h100-sxm@132sm,")));
@@ -81,7 +84,7 @@ fn another_gpus_steps_are_predicted_by_the_fit_and_kept_as_its_expected_error() 
 }
 
 #[test]
-fn a_held_out_gpu_the_fit_cannot_use_is_refused_before_the_fit() {
+fn a_held_out_gpu_or_decode_mix_the_fit_cannot_use_is_refused_before_the_fit() {
     let dir = scratch("transfer_check_refused");
     let h100 = results("h100/engine_family.csv");
     // Old rows without the copy bandwidth column: the H100's slices are undescribed.
@@ -111,7 +114,7 @@ fn a_held_out_gpu_the_fit_cannot_use_is_refused_before_the_fit() {
     let family = format!("h100-sxm={}", h100.display());
     for (arg, says) in [
         ("h100-sxm".to_string(), "expected NAME=FILE"),
-        (format!("h200-sxm={}", h100.display()), "cannot be held out"),
+        (format!("b200={}", h100.display()), "b200"),
         // A family file is no decode-mix file: its rows have no contexts.
         (format!("h100-sxm={}", h100.display()), "contexts"),
     ] {

@@ -180,6 +180,18 @@ fn run_model(a: &Args, model: &str, sm: Option<usize>) -> anyhow::Result<()> {
     }
     if a.operators {
         ok &= crate::operators::append_rows(&mut r, &info, &wl, &a.out, &tag)?;
+        if sm.is_none() {
+            use crate::operators::{time_mixes, DIR, FAMILY_MIXES, MIX_FILE};
+            let path = a.out.join(DIR).join(MIX_FILE);
+            ok &= time_mixes(
+                &mut r,
+                &info,
+                &wl,
+                &FAMILY_MIXES,
+                &path,
+                &format!("{tag}: "),
+            )?;
+        }
     }
     anyhow::ensure!(ok, "[{}] some steps failed", spec.name);
     Ok(())

@@ -42,7 +42,7 @@ mod table;
 mod tuning;
 
 use args::Args;
-use steps::{bench_runner, decode, decode_mix, prefill, print_overheads, Workload, BUDGET, SEED};
+use steps::{bench_runner, decode, prefill, print_overheads, Workload, BUDGET, SEED};
 use table::RunInfo;
 
 fn main() -> anyhow::Result<()> {
@@ -168,13 +168,8 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Columns of `decode_mix.csv`: `contexts` lists the batch's sequences'
-/// median keys, separated by spaces.
-const DECODE_MIX_HEADER: &str = "model,sm_count,contexts,ms_median,copy_bandwidth_tb_s,date,commit";
-
-/// `--decode-mix`: each batch's decode steps (`steps::decode_mix`), a row
-/// each appended to `decode_mix.csv`; a batch that fails is reported and
-/// left out, and the run fails once the others are written.
+/// `--decode-mix`: each batch's decode steps, appended to
+/// `decode_mix.csv` (`operators::time_mixes`).
 fn decode_mixes(
     r: &mut CudaRunner,
     a: &args::Args,
@@ -190,39 +185,9 @@ fn decode_mixes(
         date: engine::date::utc_now(),
         commit: table::commit(),
     };
-    let mut rows = String::new();
-    let mut failed = 0;
-    for mix in &a.decode_mix {
-        let contexts: Vec<String> = mix.0.iter().map(usize::to_string).collect();
-        let contexts = contexts.join(" ");
-        match decode_mix(r, &mix.0, wl) {
-            Ok(s) => {
-                println!("decode mix [{contexts}]: {:.3} ms/step", s * 1e3);
-                let _ = writeln!(
-                    rows,
-                    "{},{},{contexts},{:.4},{:.3},{},{}",
-                    info.model_cell(),
-                    info.sm_count,
-                    s * 1e3,
-                    info.copy_bandwidth_tb_s,
-                    info.date,
-                    info.commit
-                );
-            }
-            Err(e) => {
-                eprintln!("decode mix [{contexts}]: FAILED: {e:#}");
-                failed += 1;
-            }
-        }
-    }
-    let path = out.join("decode_mix.csv");
-    table::append_with_header(&path, DECODE_MIX_HEADER, &rows)
-        .with_context(|| format!("appending to {}", path.display()))?;
-    anyhow::ensure!(
-        failed == 0,
-        "{failed} of {} decode mixes failed",
-        a.decode_mix.len()
-    );
+    let mixes: Vec<&[usize]> = a.decode_mix.iter().map(|m| m.0.as_slice()).collect();
+    let ok = operators::time_mixes(r, &info, wl, &mixes, &out.join(operators::MIX_FILE), "")?;
+    anyhow::ensure!(ok, "some decode mixes failed");
     Ok(())
 }
 

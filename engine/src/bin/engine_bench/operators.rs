@@ -6,9 +6,11 @@
 //! cuBLAS product the runner tuned appended to `operators/gemm_shapes.csv`
 //! (`model, sm_count, m, n, k, splits, gemm_ex_us, best_lt_us, chosen, date,
 //! commit`). A case that fails, or a product whose tuning measured no time,
-//! is reported on stderr and left out; the other rows are written.
+//! is reported on stderr and left out; the other rows are written. On the
+//! whole GPU it also times [`FAMILY_MIXES`] into `operators/decode_mix.csv`
+//! ([`time_mixes`]).
 
-use crate::steps::Workload;
+use crate::steps::{decode_mix, Workload};
 use crate::table::{self, RunInfo};
 use crate::tuning::profile_cases;
 use anyhow::Context as _;
@@ -72,6 +74,70 @@ pub(crate) fn append_rows(
     Ok(ok)
 }
 
+/// The file of decode mixes (`--decode-mix`, and in [`DIR`] with `--family
+/// --operators`): `contexts` lists a batch's sequences' median keys,
+/// separated by spaces.
+pub(crate) const MIX_FILE: &str = "decode_mix.csv";
+pub(crate) const MIX_HEADER: &str =
+    "model,sm_count,contexts,ms_median,copy_bandwidth_tb_s,date,commit";
+
+/// The decode mixes a `--family --operators` run times on the whole GPU:
+/// batches of 5, 8 and 9 (graphs of 8 and 16) with one long sequence among
+/// short ones, against the same count at one context, and a spread. What
+/// the operator model's cost of the longest block's tail is fitted on
+/// (`calibration::operators::decode_mix`).
+pub(crate) const FAMILY_MIXES: [&[usize]; 8] = [
+    &[300, 300, 300, 300, 300],
+    &[2048, 300, 300, 300, 300],
+    &[1000, 300, 300, 300, 300],
+    &[2048, 300, 300, 300, 300, 300, 300, 300],
+    &[2048, 300, 300, 300, 300, 300, 300, 300, 300],
+    &[2048, 2048, 300, 300, 300],
+    &[1500, 900, 600, 400, 300],
+    &[2048, 1500, 1000, 800, 600, 400, 300, 300],
+];
+
+/// Times each of `mixes` (a context per sequence, `steps::decode_mix`) and
+/// appends a row each to `path`; a mix that fails is reported (after `tag`)
+/// and left out. Returns whether every mix was timed.
+pub(crate) fn time_mixes(
+    r: &mut CudaRunner,
+    info: &RunInfo,
+    wl: &Workload,
+    mixes: &[&[usize]],
+    path: &Path,
+    tag: &str,
+) -> anyhow::Result<bool> {
+    let mut rows = String::new();
+    let mut ok = true;
+    for mix in mixes {
+        let contexts: Vec<String> = mix.iter().map(usize::to_string).collect();
+        let contexts = contexts.join(" ");
+        match decode_mix(r, mix, wl) {
+            Ok(s) => {
+                println!("{tag}decode mix [{contexts}]: {:.3} ms/step", s * 1e3);
+                let _ = writeln!(
+                    rows,
+                    "{},{},{contexts},{:.4},{:.3},{},{}",
+                    info.model_cell(),
+                    info.sm_count,
+                    s * 1e3,
+                    info.copy_bandwidth_tb_s,
+                    info.date,
+                    info.commit
+                );
+            }
+            Err(e) => {
+                eprintln!("{tag}decode mix [{contexts}]: FAILED: {e:#}");
+                ok = false;
+            }
+        }
+    }
+    table::append_with_header(path, MIX_HEADER, &rows)
+        .with_context(|| format!("appending to {}", path.display()))?;
+    Ok(ok)
+}
+
 fn group_row(info: &RunInfo, bandwidth_tb_s: f64, case: &str, variant: &str, s: f64) -> String {
     format!(
         "{},{},{bandwidth_tb_s:.2},{case},{variant},{:.4},{},{}\n",
@@ -106,6 +172,18 @@ fn shape_row(info: &RunInfo, t: &GemmTuneReport) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_family_mixes_are_batches_the_bench_can_time_with_a_uniform_baseline() {
+        use crate::steps::CONTEXT_RANGE;
+        for mix in FAMILY_MIXES {
+            assert!(!mix.is_empty() && mix.len() <= crate::args::MAX_BATCH);
+            assert!(mix.iter().all(|c| CONTEXT_RANGE.contains(c)), "{mix:?}");
+        }
+        // A long sequence among short ones, and the same batch at one context.
+        assert!(FAMILY_MIXES.contains(&[2048, 300, 300, 300, 300].as_slice()));
+        assert!(FAMILY_MIXES.contains(&[300; 5].as_slice()));
+    }
 
     fn info() -> RunInfo {
         RunInfo {
