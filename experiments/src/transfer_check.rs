@@ -215,7 +215,13 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         .cloned()
         .partition(|r| r.quantity.starts_with(decode_mix::KIND));
     if !mix_rows.is_empty() {
-        gpu_parts.push(("decode mixes, size held out".to_string(), mix_rows.clone()));
+        let on: Vec<&str> = args
+            .decode_mixes
+            .iter()
+            .filter_map(|s| s.split_once('=').map(|(gpu, _)| gpu))
+            .collect();
+        let label = format!("{} decode mixes, size held out", on.join(" + "));
+        gpu_parts.push((label, mix_rows.clone()));
     }
     let (by_model, by_sm) = (&by_model, &held_sm.steps);
     std::fs::create_dir_all(&args.out)
@@ -300,7 +306,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             whole.name,
             args.family.display()
         ),
-        x_label: "model".into(),
+        x_label: "model (Qwen3)".into(),
         y_label: "largest |error| over the model's held-out steps (%)".into(),
         kind: Kind::Bars,
         series: [
@@ -322,7 +328,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             models
                 .iter()
                 .enumerate()
-                .map(|(i, (_, m))| (i as f64, m.clone()))
+                .map(|(i, (_, m))| (i as f64, m.trim_start_matches("qwen3-").to_string()))
                 .collect(),
         ),
         ..Chart::default()
