@@ -69,21 +69,16 @@ pub struct TransferArgs {
     pub quiet: bool,
 }
 
-/// A `--FLAG NAME=FILE` hold-out: the datasheet GPU named and the file
-/// (a `what` of it), checked not to be the fit's own GPU.
-fn held_out_file<'a>(
+/// A `--FLAG NAME=FILE` value: the datasheet GPU named and the file (a
+/// `what` of it).
+fn gpu_and_file<'a>(
     spec: &'a str,
     flag: &str,
     what: &str,
-    whole: &sim::GpuSpec,
 ) -> anyhow::Result<(&'a str, sim::GpuSpec, PathBuf)> {
     let (name, file) = spec.split_once('=').with_context(|| {
         format!("--{flag} {spec}: expected NAME=FILE (a datasheet GPU and its {what})")
     })?;
-    anyhow::ensure!(
-        name != whole.name,
-        "--{flag} {spec}: the fit's own GPU cannot be held out of it"
-    );
     Ok((
         name,
         calibration::datasheet::lookup(name)?,
@@ -154,18 +149,19 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
 pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     let whole = calibration::datasheet::lookup(&args.gpu)?;
     let gpus = CopyBandwidths::from_files(&whole, &[&args.family])?;
-    let mut mixes = Vec::new();
-    for spec in args.decode_mixes.iter().filter(|s| s.as_str() != "none") {
-        let (name, file) = spec.split_once('=').with_context(|| {
-            format!(
-                "--decode-mix {spec}: expected NAME=FILE (a datasheet GPU and its decode_mix.csv)"
-            )
-        })?;
-        let on = calibration::datasheet::lookup(name)?;
-        let file = PathBuf::from(file);
+    let mix_specs: Vec<&str> = args
+        .decode_mixes
+        .iter()
+        .map(String::as_str)
+        .filter(|s| *s != "none")
+        .collect();
+    let (mut mixes, mut mix_gpus) = (Vec::new(), Vec::new());
+    for spec in &mix_specs {
+        let (name, on, file) = gpu_and_file(spec, "decode-mix", "decode_mix.csv")?;
         let on = CopyBandwidths::from_files(&on, &[&file])
             .with_context(|| format!("--decode-mix {spec}"))?;
         mixes.extend(decode_mix::read(&file, &on).with_context(|| format!("--decode-mix {spec}"))?);
+        mix_gpus.push(name);
     }
     let data = fit::Measurements {
         steps: family::read(&args.family, &gpus)?,
@@ -176,13 +172,16 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     // Another GPU's steps are read before the fits, so bad input fails at once.
     let mut others = Vec::new();
     for spec in &args.held_out_gpus {
-        let (name, other, file) = held_out_file(spec, "held-out-gpu", "engine_family.csv", &whole)?;
+        let (name, other, file) = gpu_and_file(spec, "held-out-gpu", "engine_family.csv")?;
+        anyhow::ensure!(
+            name != whole.name,
+            "--held-out-gpu {spec}: the fit's own GPU cannot be held out of it"
+        );
         let gpus = CopyBandwidths::from_files(&other, &[&file])
             .with_context(|| format!("--held-out-gpu {spec}"))?;
         let steps = family::read(&file, &gpus).with_context(|| format!("--held-out-gpu {spec}"))?;
         others.push((name, other.sm_count, steps));
     }
-
     let points = &data.steps;
     let params = fit::fit_points(&data.all())?;
     let held_model = fit::leave_one_model_out(&data)?;
@@ -215,12 +214,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         .cloned()
         .partition(|r| r.quantity.starts_with(decode_mix::KIND));
     if !mix_rows.is_empty() {
-        let on: Vec<&str> = args
-            .decode_mixes
-            .iter()
-            .filter_map(|s| s.split_once('=').map(|(gpu, _)| gpu))
-            .collect();
-        let label = format!("{} decode mixes, size held out", on.join(" + "));
+        let label = format!("{} decode mixes, size held out", mix_gpus.join(" + "));
         gpu_parts.push((label, mix_rows.clone()));
     }
     let (by_model, by_sm) = (&by_model, &held_sm.steps);
@@ -255,9 +249,8 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             args.family.display(),
             args.groups.display(),
             args.gemm_shapes.display(),
-            args.decode_mixes
+            mix_specs
                 .iter()
-                .filter(|s| s.as_str() != "none")
                 .map(|s| format!(", decode mixes {s}"))
                 .collect::<String>()
         ),
