@@ -119,7 +119,7 @@ fn run_model(a: &Args, model: &str, sm: Option<usize>) -> anyhow::Result<()> {
     let wl =
         Workload::new(spec.config.vocab_size, BUDGET, a.context).map_err(anyhow::Error::msg)?;
     let weights = spec.weights(SEED)?;
-    let (date, commit) = (engine::date::utc_now(), table::commit());
+    let date = engine::date::utc_now();
     let path = a.out.join(FILE);
     let label = sm.map_or("whole GPU".to_string(), |n| format!("{n} SMs"));
     let tag = format!("[{}] {label}", spec.name);
@@ -134,13 +134,7 @@ fn run_model(a: &Args, model: &str, sm: Option<usize>) -> anyhow::Result<()> {
         r.measured_copy_bandwidth() * 1e-12,
         r.num_kv_blocks()
     );
-    let info = RunInfo {
-        model: spec.name.clone(),
-        sm_count: r.sm_count(),
-        copy_bandwidth_tb_s: r.measured_copy_bandwidth() * 1e-12,
-        date: date.clone(),
-        commit: commit.clone(),
-    };
+    let info = RunInfo::of_runner(&spec.name, &r, date);
     // (kind, batch, tokens, KV blocks the step needs, tokens it produces)
     let steps = DECODE_BATCHES
         .iter()

@@ -97,13 +97,7 @@ fn main() -> anyhow::Result<()> {
     let date = engine::date::utc_now();
     let out = &a.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
-    let info = RunInfo {
-        model: spec.name.clone(),
-        sm_count: r.sm_count(),
-        copy_bandwidth_tb_s: r.measured_copy_bandwidth() * 1e-12,
-        date: date.clone(),
-        commit: table::commit(),
-    };
+    let info = RunInfo::of_runner(&spec.name, &r, date.clone());
     let mut csv = format!("{}\n", table::HEADER);
     // One engine.csv row: (kind, batch, tokens), then the time and tokens per second.
     let mut row = |label: String,
@@ -178,13 +172,7 @@ fn decode_mixes(
 ) -> anyhow::Result<()> {
     let out = &a.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
-    let info = RunInfo {
-        model: model.to_string(),
-        sm_count: r.sm_count(),
-        copy_bandwidth_tb_s: r.measured_copy_bandwidth() * 1e-12,
-        date: engine::date::utc_now(),
-        commit: table::commit(),
-    };
+    let info = RunInfo::of_runner(model, r, engine::date::utc_now());
     let mixes: Vec<&[usize]> = a.decode_mix.iter().map(|m| m.0.as_slice()).collect();
     let ok = operators::time_mixes(r, &info, wl, &mixes, &out.join(operators::MIX_FILE), "")?;
     anyhow::ensure!(ok, "some decode mixes failed");

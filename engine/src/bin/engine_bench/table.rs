@@ -14,6 +14,7 @@
 //! `SERVETWIN_COMMIT=$(git rev-parse --short HEAD) cargo build ...` (or set
 //! it where the binary runs).
 
+use engine::runner::cuda::CudaRunner;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
@@ -54,6 +55,18 @@ pub(crate) struct RunInfo {
 }
 
 impl RunInfo {
+    /// What the rows of `model` measured on `r` share: the runner's SM count
+    /// and copy bandwidth, `date`, and this build's [`commit`].
+    pub fn of_runner(model: &str, r: &CudaRunner, date: String) -> Self {
+        Self {
+            model: model.to_string(),
+            sm_count: r.sm_count(),
+            copy_bandwidth_tb_s: r.measured_copy_bandwidth() * 1e-12,
+            date,
+            commit: commit(),
+        }
+    }
+
     /// The model as one CSV cell: a model given as a directory may hold a
     /// comma or a quote, which would split it.
     pub fn model_cell(&self) -> String {
