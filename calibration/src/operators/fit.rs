@@ -211,14 +211,20 @@ fn fit_lone_key_cost(p: &OperatorParams, mixes: &[&FamilyPoint]) -> f64 {
             .sum::<f64>()
     };
     // Over the log of the cost: the bounds span three orders of magnitude.
+    // Each step keeps one inner point and its cost, and prices one new one.
     let (mut a, mut b) = (LONE_KEY_COST.0.ln(), LONE_KEY_COST.1.ln());
     let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
+    let (mut fc, mut fd) = (cost(c.exp()), cost(d.exp()));
     for _ in 0..80 {
-        let (c, d) = (b - g * (b - a), a + g * (b - a));
-        if cost(c.exp()) < cost(d.exp()) {
-            b = d;
+        if fc < fd {
+            (b, d, fd) = (d, c, fc);
+            c = b - g * (b - a);
+            fc = cost(c.exp());
         } else {
-            a = c;
+            (a, c, fc) = (c, d, fd);
+            d = a + g * (b - a);
+            fd = cost(d.exp());
         }
     }
     ((a + b) / 2.0).exp()
