@@ -15,30 +15,26 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I engine/src/runner/cuda scripts/sm_stream.cu \
 //        -lcublas -lcublasLt -o sm_stream && ./sm_stream > sm_stream.csv
+#define HEAD_DIM 128
+#define NUM_Q_HEADS 16
+#define NUM_KV_HEADS 8
+#define NORM_CHUNKS 4
+#include "kernels.cu"
 #include "bench_graph.cuh"
 #include <cuda_runtime.h>
 #include <cstdint>
 
-typedef __nv_bfloat16 bf16;
 static const size_t POOL_BYTES = (size_t)2 << 30;
 static const size_t TOUCH_BYTES = (size_t)512 << 20;
 static const size_t WS_BYTES = 32 << 20;
 static const size_t DST_BYTES = (size_t)512 << 20;
 
+// The runner's copy (`copy_words_body` of kernels.cu) in blocks of 1,024 threads.
 template <int DEPTH>
 __global__ void __launch_bounds__(1024) copy_words(const uint4* __restrict__ src, uint4* __restrict__ dst, long long n) {
     extern __shared__ char hold_the_sm[];
     if (n < 0) hold_the_sm[threadIdx.x] = 0;  // never: keeps the shared memory allocated
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + (DEPTH - 1) * stride < n; i += DEPTH * stride) {
-        uint4 w[DEPTH];
-#pragma unroll
-        for (int d = 0; d < DEPTH; d++) w[d] = src[i + d * stride];
-#pragma unroll
-        for (int d = 0; d < DEPTH; d++) dst[i + d * stride] = w[d];
-    }
-    for (; i < n; i += stride) dst[i] = src[i];
+    copy_words_body<DEPTH>(src, dst, n);
 }
 
 // Calls per graph and the pool offset of call `l`: enough calls to touch TOUCH_BYTES, each on its
