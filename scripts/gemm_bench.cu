@@ -14,6 +14,7 @@
 #define HEAD_DIM 128
 #define NUM_Q_HEADS 16
 #define NUM_KV_HEADS 8
+#define NORM_CHUNKS 4
 #include "kernels.cu"
 #include "attention.cu"
 #include "skinny_gemm.cu"
