@@ -16,8 +16,9 @@
 //!   step (a graph replay for decode-only steps, eager launches otherwise).
 //! - Each GPU-bound operator costs its latency plus the larger of its memory
 //!   and compute times, joined by a smooth maximum: memory at the GPU's
-//!   achievable copy bandwidth (datasheet bandwidth × [`COPY_FRACTION`]) or at
-//!   a per-SM rate, whichever binds; compute at a fitted fraction of the
+//!   achievable copy bandwidth (datasheet bandwidth × [`COPY_FRACTION`]; a
+//!   read stream at a fitted share of it) or at a per-SM rate, whichever
+//!   binds; compute at a fitted fraction of the
 //!   dense FLOP/s divided by the wave efficiency of its output tiles on the
 //!   GPU's SMs ([`gemm`]). So a small GEMM on a 132-SM GPU is bound by its
 //!   latency, the same GEMM on 16 SMs by its per-SM rate, a decode GEMM of a
@@ -58,8 +59,10 @@ pub const COPY_FRACTION: f64 = 3.76 / 4.8;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorParams {
-    /// Share of the copy bandwidth GEMMs stream their operands at.
-    pub gemm_bandwidth_share: f64,
+    /// Share of the copy bandwidth a read stream reaches: a GEMM's operands,
+    /// decode attention's keys and values. Above 1: the copy kernel it is a
+    /// share of also writes what it reads ([`attention::decode_seconds`]).
+    pub read_bandwidth_share: f64,
     /// Bytes per second one SM's GEMM tiles stream.
     pub gemm_bytes_per_sm: f64,
     /// Bytes per second one SM's skinny-kernel blocks stream.
@@ -96,9 +99,9 @@ pub struct OperatorParams {
     pub host_graph_step: f64,
     /// Host time of any other step (eager launches).
     pub host_eager_step: f64,
-    /// Exponent of the smooth maximum joining an SM-bound kernel's work and
-    /// its DRAM time (elementwise, decode attention): near 1 the two add, as
-    /// when the SMs' loads wait longer on a busier memory system.
+    /// Exponent of the smooth maximum joining decode attention's SM work and
+    /// its DRAM time: near 1 the two add, as when the SMs' loads wait longer
+    /// on a busier memory system.
     pub contention_exponent: f64,
     /// Share of the dense bf16 FLOP/s a GEMM's full waves reach on the
     /// algorithm cuBLAS picks untuned (steps past the piecewise graphs).
@@ -132,7 +135,7 @@ impl OperatorParams {
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
-            self.gemm_bandwidth_share,
+            self.read_bandwidth_share,
             self.gemm_bytes_per_sm,
             self.skinny_bytes_per_sm,
             self.gemm_flops_share,
@@ -163,7 +166,7 @@ impl OperatorParams {
 
     pub fn from_vec(v: &[f64; Self::LEN]) -> Self {
         Self {
-            gemm_bandwidth_share: v[0],
+            read_bandwidth_share: v[0],
             gemm_bytes_per_sm: v[1],
             skinny_bytes_per_sm: v[2],
             gemm_flops_share: v[3],
@@ -195,7 +198,7 @@ impl OperatorParams {
     /// Physically plausible starting values for a fit (H200 orders of magnitude).
     pub fn initial() -> Self {
         Self {
-            gemm_bandwidth_share: 0.9,
+            read_bandwidth_share: 0.9,
             gemm_bytes_per_sm: 40e9,
             skinny_bytes_per_sm: 40e9,
             gemm_flops_share: 0.7,

@@ -15,7 +15,8 @@
 //!   longest block's keys beyond a mean block's at
 //!   [`OperatorParams::decode_lone_key_cost`], whatever the group, in the
 //!   key-sharing kernels of decode-only steps); or the
-//!   KV bytes stream at the copy bandwidth, whichever is slower; plus one
+//!   KV bytes stream at a read share of the copy bandwidth, whichever is
+//!   slower (the two joined by a smooth maximum); plus one
 //!   kernel latency. Split partials are merged by a second kernel
 //!   ([`merge`]), priced as an elementwise kernel. DRAM delivers each sequence's keys once per
 //!   layer: the entries of a short chunk read the same cache blocks, and the
@@ -176,6 +177,11 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
         return 0.0;
     }
     let group = gqa_group(m) as f64;
+    // DRAM delivers the keys and values at a read stream's share of the copy
+    // bandwidth, as it does a GEMM's weights: on the H100 qwen3-0.6b's
+    // batch-256 decode at 2,000 keys takes 9.4 ms more than at 1,000, 29 GB
+    // more read, 3.13 TB/s, where its copy kernel moves 2.74
+    // (`results/h100/engine_family.csv`).
     let kv_bytes = w.unique_keys * (2 * m.num_kv_heads * m.head_dim * m.bytes_per_param) as f64;
     // The busiest SM's blocks, each its share of the keys. A key costs a
     // block once for its K and V rows and once more for each query head of
@@ -211,7 +217,7 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     let work = per_sm * mean_block + (longest_keys - kv_keys).max(0.0) * tail_key_cost;
     p.attention_latency
         + smooth_max(
-            copy_seconds(gpu, kv_bytes, 1.0),
+            copy_seconds(gpu, kv_bytes, p.read_bandwidth_share),
             work,
             p.contention_exponent,
         )

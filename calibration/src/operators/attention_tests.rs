@@ -85,7 +85,8 @@ fn a_short_chunks_entries_share_their_sequences_keys_in_dram() {
     let w = decode_work(&m, &chunk, false);
     let t = decode_seconds(&p, &m, &gpu, &w);
     let bytes = 3232.0 * 4096.0;
-    let dram = bytes / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
+    // At a read stream's share of the copy bandwidth.
+    let dram = bytes / (gpu.mem_bandwidth * super::super::COPY_FRACTION * p.read_bandwidth_share);
     // Besides the merge of its split partials.
     let merged = merge_seconds(&p, &m, &gpu, &w);
     assert!(merged > 0.0);
@@ -112,7 +113,8 @@ fn decode_attention_by_hand() {
     let kv_keys = 64.0 * 300.0 * 8.0 / 512.0;
     let work =
         4.0 * (p.decode_block_cost + kv_keys * (p.decode_kv_key_cost + 2.0 * p.decode_key_cost));
-    let dram = 64.0 * 300.0 * 4096.0 / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
+    let dram = 64.0 * 300.0 * 4096.0
+        / (gpu.mem_bandwidth * super::super::COPY_FRACTION * p.read_bandwidth_share);
     let t = decode_seconds(&p, &m, &gpu, &w);
     assert!((t - (p.attention_latency + work.max(dram))).abs() < 1e-9 * t);
 }
@@ -329,4 +331,35 @@ fn a_prefill_layer_by_hand_where_fewer_resident_blocks_run_faster() {
     let two_rounds = p.attention_latency
         + 2.0 * (p.prefill_block_cost + p.prefill_iteration_latency + 3.0 * work);
     assert!((prefill_seconds(&p, &m, &gpu, &[1; 397]) - two_rounds).abs() < 1e-12);
+}
+
+#[test]
+fn decode_attention_reads_its_keys_at_the_read_share_of_the_copy_bandwidth() {
+    // 64 decodes at 2,000 keys of qwen3-0.6b on the H100, no SM work: the
+    // layer is its KV bytes at the share, which a faster read stream shortens.
+    let m = ModelShape::qwen3_0_6b();
+    let gpu = crate::datasheet::lookup("h100-sxm").expect("h100 in the table");
+    let base = OperatorParams {
+        decode_block_cost: 0.0,
+        decode_key_cost: 0.0,
+        decode_kv_key_cost: 0.0,
+        attention_latency: 0.0,
+        decode_lone_key_cost: 0.0,
+        ..hard_max()
+    };
+    let batch = BatchShape {
+        seqs: vec![seq(1, 1999); 64],
+    };
+    let w = decode_work(&m, &batch, true);
+    assert_eq!(w.splits, 1, "no merge kernel in this batch");
+    let at = |share: f64| {
+        let p = OperatorParams {
+            read_bandwidth_share: share,
+            ..base
+        };
+        decode_seconds(&p, &m, &gpu, &w)
+    };
+    let copy = 64.0 * 2000.0 * 4096.0 / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
+    assert!((at(1.0) - copy).abs() < 1e-9 * copy, "{} {copy}", at(1.0));
+    assert!((at(1.25) - copy / 1.25).abs() < 1e-9 * copy);
 }

@@ -220,7 +220,7 @@ pub fn gemm_time(
     let waves = blocks.div_ceil(sms * g.blocks_per_sm(kernel));
     let latency = p.gemm_latency + waves.min(EXPOSED_WAVES) as f64 * p.gemm_wave_latency;
     let memory = smooth_max(
-        copy_seconds(gpu, g.bytes(), p.gemm_bandwidth_share),
+        copy_seconds(gpu, g.bytes(), p.read_bandwidth_share),
         g.bytes() / (active * per_sm),
         p.overlap_exponent,
     );

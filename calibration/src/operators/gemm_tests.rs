@@ -16,7 +16,7 @@ fn gpu(bandwidth: f64) -> GpuSpec {
 
 fn params() -> OperatorParams {
     OperatorParams {
-        gemm_bandwidth_share: 1.0,
+        read_bandwidth_share: 1.0,
         gemm_bytes_per_sm: 1e12,
         skinny_bytes_per_sm: 1e12,
         gemm_flops_share: 0.5,

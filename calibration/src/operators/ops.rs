@@ -93,13 +93,18 @@ pub fn layer_elementwise(m: &ModelShape, rows: usize, fused_rope: bool) -> Vec<E
 
 /// One elementwise kernel's time: its latency, then its bytes at the copy
 /// bandwidth or the busiest SM's blocks (a cost per block and per byte),
-/// whichever is slower.
+/// whichever is slower. A plain maximum: sharing decode attention's
+/// contention exponent, the fit took one beyond 1,000 while attention read
+/// its keys at the copy bandwidth, and 2.8 once it reads them at the read
+/// share, which put qwen3-0.6b's batch-64 decode 10 % long on the H200 (its
+/// attention's smoother maximum); with this one plain, attention's exponent
+/// fits at 6.4 and that step at +6 % (`results/h200/engine_family.csv`).
 pub fn elementwise_seconds(p: &OperatorParams, gpu: &GpuSpec, k: &Elementwise) -> f64 {
     let blocks = k.blocks.max(1);
     let per_sm = blocks.div_ceil(gpu.sm_count.max(1) as usize) as f64;
     let work =
         per_sm * (p.elementwise_block_cost + k.bytes / blocks as f64 / p.elementwise_bytes_per_sm);
-    p.elementwise_latency + smooth_max(copy_seconds(gpu, k.bytes, 1.0), work, p.contention_exponent)
+    p.elementwise_latency + copy_seconds(gpu, k.bytes, 1.0).max(work)
 }
 
 /// SMs whose full-rate draw the GPU's power budget is set for: its own, or

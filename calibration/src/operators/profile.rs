@@ -38,8 +38,11 @@ use std::path::Path;
 /// a format-4 `gemm_wave_latency` is fitted for another model; 6: a prefill
 /// attention iteration's unshared latency, `prefill_iteration_latency`; 7:
 /// the cost per key of the decode block that finishes last,
-/// `decode_lone_key_cost`).
-pub const FORMAT: u32 = 7;
+/// `decode_lone_key_cost`; 8: decode attention reads its keys at
+/// `read_bandwidth_share` (was `gemm_bandwidth_share`, the GEMMs' alone) and
+/// the contention exponent joins its times only, so a format-7 file's shares
+/// are fitted for another model).
+pub const FORMAT: u32 = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {

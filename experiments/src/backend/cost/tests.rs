@@ -243,7 +243,7 @@ fn the_operator_model_refuses_a_calibrated_profile_beside_it() {
     let dir = std::env::temp_dir().join(format!("cost-operators-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let old = dir.join("params.ron");
-    std::fs::write(&old, "(gemm_bandwidth_share: 1.0)").unwrap();
+    std::fs::write(&old, "(read_bandwidth_share: 1.0)").unwrap();
     let err = resolve(
         &CostSource::Operators {
             gpu: "h200-sxm".into(),
