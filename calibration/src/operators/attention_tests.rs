@@ -13,6 +13,19 @@ fn hard_max() -> OperatorParams {
     }
 }
 
+/// [`hard_max`] with no SM work in decode attention: a layer is its
+/// latency-free DRAM term (and the merge of any split partials).
+fn dram_only() -> OperatorParams {
+    OperatorParams {
+        decode_block_cost: 0.0,
+        decode_key_cost: 0.0,
+        decode_kv_key_cost: 0.0,
+        decode_lone_key_cost: 0.0,
+        attention_latency: 0.0,
+        ..hard_max()
+    }
+}
+
 /// The H200 with bandwidth to spare, so that the SMs' work sets a
 /// decode's time.
 fn sm_bound_h200() -> GpuSpec {
@@ -75,13 +88,7 @@ fn a_short_chunks_entries_share_their_sequences_keys_in_dram() {
     assert_eq!((w.keys, w.unique_keys), (1200.0, 1200.0));
     // So the chunk's DRAM term is a decode's, not 32 decodes'.
     let gpu = crate::datasheet::lookup("h100-sxm").expect("h100 in the table");
-    let p = OperatorParams {
-        decode_block_cost: 0.0,
-        decode_key_cost: 0.0,
-        decode_kv_key_cost: 0.0,
-        attention_latency: 0.0,
-        ..hard_max()
-    };
+    let p = dram_only();
     let w = decode_work(&m, &chunk, false);
     let t = decode_seconds(&p, &m, &gpu, &w);
     let bytes = 3232.0 * 4096.0;
@@ -339,14 +346,7 @@ fn decode_attention_reads_its_keys_at_the_read_share_of_the_copy_bandwidth() {
     // layer is its KV bytes at the share, which a faster read stream shortens.
     let m = ModelShape::qwen3_0_6b();
     let gpu = crate::datasheet::lookup("h100-sxm").expect("h100 in the table");
-    let base = OperatorParams {
-        decode_block_cost: 0.0,
-        decode_key_cost: 0.0,
-        decode_kv_key_cost: 0.0,
-        attention_latency: 0.0,
-        decode_lone_key_cost: 0.0,
-        ..hard_max()
-    };
+    let base = dram_only();
     let batch = BatchShape {
         seqs: vec![seq(1, 1999); 64],
     };
