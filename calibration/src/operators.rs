@@ -127,11 +127,20 @@ pub struct OperatorParams {
     /// longest sequence's) reads beyond a mean block's, alone on its SM,
     /// whatever the group ([`attention::decode_seconds`]).
     pub decode_lone_key_cost: f64,
+    /// Share of the dense bf16 FLOP/s of the GPU's power budget that its
+    /// busy SMs' tensor cores reach together, before the power limit
+    /// ([`Self::sustained_flops_share`]): an SM runs its tiles at
+    /// [`Self::gemm_flops_share`] of its peak or at this share of the
+    /// budget spread over the product's busy SMs, whichever is lower. Why:
+    /// on the whole H200 qwen3-8b's 512-row gate-up product (768 tiles)
+    /// runs 0.77 of the peak per SM, on 64 and 32 SMs 0.86 and 0.91
+    /// (`results/h200/operators/gemm_shapes.csv`).
+    pub burst_flops_share: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 26;
+    pub const LEN: usize = 27;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -161,6 +170,7 @@ impl OperatorParams {
             self.heads_key_cost,
             self.prefill_iteration_latency,
             self.decode_lone_key_cost,
+            self.burst_flops_share,
         ]
     }
 
@@ -192,6 +202,7 @@ impl OperatorParams {
             heads_key_cost: v[23],
             prefill_iteration_latency: v[24],
             decode_lone_key_cost: v[25],
+            burst_flops_share: v[26],
         }
     }
 
@@ -224,6 +235,7 @@ impl OperatorParams {
             heads_key_cost: 5e-9,
             prefill_iteration_latency: 1e-6,
             decode_lone_key_cost: 20e-9,
+            burst_flops_share: 0.75,
         }
     }
 

@@ -39,9 +39,9 @@ pub enum OperatorFitError {
 /// Indices of the exponents in [`OperatorParams::to_vec`] (overlap, contention).
 const EXPONENTS: [usize; 2] = [6, 17];
 /// Indices of the shares of the dense FLOP/s (GEMM full waves, prefill
-/// attention, untuned GEMMs, sustained under the power limit): no kernel
-/// does more arithmetic than the datasheet's peak.
-const FLOPS_SHARES: [usize; 4] = [3, 10, 18, 19];
+/// attention, untuned GEMMs, sustained under the power limit, the busy SMs'
+/// burst): no kernel does more arithmetic than the datasheet's peak.
+const FLOPS_SHARES: [usize; 5] = [3, 10, 18, 19, 26];
 
 /// Index of [`OperatorParams::power_window`] in [`OperatorParams::to_vec`].
 const POWER_WINDOW: usize = 20;

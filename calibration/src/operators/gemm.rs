@@ -3,13 +3,20 @@
 //!
 //! Contract: a bf16 product of an `m × k` activation by a `k × n` weight
 //! reads `2 (n k + m k)` bytes and writes `2 m n`; it does `2 m n k` FLOPs.
-//! Memory time is bound by the achievable copy bandwidth or by the GPU's SMs
-//! streaming at a per-SM rate, whichever is slower. On cuBLAS, compute time
-//! is whole waves of output tiles (one tile of 128 columns for up to 64 rows,
+//! Memory time is bound by the chip's achievable copy bandwidth (a slice
+//! reads the whole chip's DRAM, [`super::slices::chip_of`]) or by the busy
+//! SMs streaming at a per-SM rate, whichever is slower. On cuBLAS, compute
+//! time is waves of output tiles (one tile of 128 columns for up to 64 rows,
 //! computing the rows rounded up to [`ROW_STEP`]; 128 × 128 beyond; split
-//! along K, as cuBLAS does, when there are fewer tiles than SMs), one tile per
-//! SM at a time, each at a share of its SM's dense FLOP/s: padding and a last
-//! partial wave cost as much as useful work. The skinny kernel's blocks run
+//! along K, as cuBLAS does, when there are fewer tiles than SMs), one tile
+//! per SM at a time, each at a share of its SM's dense FLOP/s, or at the
+//! burst share of the chip's spread over the busy SMs where that is lower
+//! ([`OperatorParams::burst_flops_share`]): padding costs as much as useful
+//! work, and so does a partial wave, whole, except the last of a product of
+//! 128-row tiles and several waves, whose tiles stream-K spreads over every
+//! SM. Why: on the whole H200 qwen3-4b's 832-row O product (140 tiles)
+//! takes 26 µs, where two whole waves at the full-wave rate take 37
+//! (`results/h200/operators/gemm_shapes.csv`). The skinny kernel's blocks run
 //! [`SKINNY_BLOCKS_PER_SM`] to an SM at once, so a wave of them is that many
 //! blocks on every SM. Latency is the kernel's plus a pipeline fill for each
 //! of its first [`EXPOSED_WAVES`] waves.
@@ -219,12 +226,15 @@ pub fn gemm_time(
     // bytes stream; later ones overlap it ([`EXPOSED_WAVES`]).
     let waves = blocks.div_ceil(sms * g.blocks_per_sm(kernel));
     let latency = p.gemm_latency + waves.min(EXPOSED_WAVES) as f64 * p.gemm_wave_latency;
+    // DRAM is the chip's: a slice's own copy bandwidth is the rate of its
+    // SMs, which a product's tiles outrun ([`super::slices::chip_of`]).
+    let chip = super::slices::chip_of(gpu);
     let memory = smooth_max(
-        copy_seconds(gpu, g.bytes(), p.read_bandwidth_share),
+        copy_seconds(&chip, g.bytes(), p.read_bandwidth_share),
         g.bytes() / (active * per_sm),
         p.overlap_exponent,
     );
-    // Tensor-core tiles, one an SM at a time: whole waves of padded tiles.
+    // Tensor-core tiles, one an SM at a time: waves of padded tiles.
     let compute = match kernel {
         GemmKernel::Skinny => g.flops() / (gpu.bf16_flops * p.gemm_flops_share),
         GemmKernel::Cublas { .. } => {
@@ -233,8 +243,21 @@ pub fn gemm_time(
             } else {
                 p.untuned_flops_share
             };
-            let per_sm = gpu.bf16_flops / sms as f64 * share;
-            blocks.div_ceil(sms) as f64 * g.tile_flops(kernel, gpu.sm_count) / per_sm
+            // Together the busy SMs' tensor cores reach at most the burst
+            // share of the power budget's FLOP/s: an SM of a slice, or of a
+            // product with few tiles, runs faster than one of the whole GPU.
+            let budget = f64::from(super::ops::power_budget_sms(gpu));
+            let per_sm =
+                gpu.bf16_flops / sms as f64 * share.min(p.burst_flops_share * budget / active);
+            // A product of several waves spreads its last partial wave's
+            // tiles over every SM (stream-K); one wave or less is split
+            // along K instead ([`Gemm::k_slices`]).
+            let waves = if g.m > 64 && blocks > sms {
+                blocks as f64 / sms as f64
+            } else {
+                blocks.div_ceil(sms) as f64
+            };
+            waves * g.tile_flops(kernel, gpu.sm_count) / per_sm
         }
     };
     OperatorTime {

@@ -29,10 +29,11 @@ fn params() -> OperatorParams {
 
 #[test]
 fn one_gemm_by_hand() {
-    // 4096 x 4096 x 4096 on 100 SMs: 32 x 32 = 1024 tiles, 11 waves
-    // (1024 / 1100 of the slots filled). FLOPs 2 * 4096^3 at 0.5 of 1e15
-    // FLOP/s; bytes 3 * 2 * 4096^2, at 4e12 * COPY_FRACTION, or 100 SMs
-    // at 1e12 each: compute bound.
+    // 4096 x 4096 x 4096 on 100 SMs: 32 x 32 = 1024 tiles, 10 whole waves
+    // and a last partial one that stream-K spreads over every SM: 10.24
+    // waves, no slot idle. FLOPs 2 * 4096^3 at 0.5 of 1e15 FLOP/s (under
+    // the burst share, 0.75); bytes 3 * 2 * 4096^2, at 4e12 * COPY_FRACTION,
+    // or 100 SMs at 1e12 each: compute bound.
     let g = Gemm {
         m: 4096,
         n: 4096,
@@ -46,10 +47,10 @@ fn one_gemm_by_hand() {
         true,
     );
     let flops = 2.0 * 4096f64.powi(3);
-    let compute = flops / 0.5e15 / (1024.0 / 1100.0);
+    let compute = flops / 0.5e15;
     let bytes = 6.0 * 4096f64.powi(2);
     let memory = (bytes / (4e12 * COPY_FRACTION)).max(bytes / 1e14);
-    // 11 waves, of which the first EXPOSED_WAVES pay the fill.
+    // 11 waves of blocks, of which the first EXPOSED_WAVES pay the fill.
     let latency = 3e-6 + 4.0 * 1e-6;
     assert!((t.compute - compute).abs() < 1e-12 * compute);
     assert!((t.memory - memory).abs() < 1e-9 * memory);
@@ -159,6 +160,76 @@ fn waves_past_the_exposed_ones_add_no_latency() {
     assert!((latency(8) - fill(1.0)).abs() < 1e-15);
     assert!((latency(32) - fill(EXPOSED_WAVES as f64)).abs() < 1e-15);
     assert_eq!(latency(1024), latency(32));
+}
+
+#[test]
+fn only_the_last_partial_wave_of_a_product_of_128_row_tiles_is_spread_over_every_sm() {
+    let p = params();
+    let kernel = GemmKernel::Cublas { split: 1 };
+    let compute = |m: usize, tiles_n: usize| {
+        let g = Gemm {
+            m,
+            n: tiles_n * TILE,
+            k: 4096,
+        };
+        gemm_time(&p, &gpu(1e12), &g, kernel, true).compute
+    };
+    let tile = |rows: usize| 2.0 * (rows * TILE * 4096) as f64 / (1e15 / 100.0 * 0.5);
+    // 150 tiles of 128 rows on 100 SMs: 1.5 waves (stream-K).
+    assert!((compute(128, 150) - 1.5 * tile(128)).abs() < 1e-12);
+    // 150 tiles of 64 rows (a decode batch): 2 whole waves.
+    assert!((compute(64, 150) - 2.0 * tile(64)).abs() < 1e-12);
+}
+
+#[test]
+fn the_busy_sms_together_reach_at_most_the_burst_share_of_the_chip() {
+    let p = OperatorParams {
+        gemm_flops_share: 0.9,
+        burst_flops_share: 0.6,
+        ..params()
+    };
+    let kernel = GemmKernel::Cublas { split: 1 };
+    // K of one MIN_SPLIT_K slice: cuBLAS cannot split it to fill the SMs.
+    let g = |tiles_n: usize| Gemm {
+        m: 128,
+        n: tiles_n * TILE,
+        k: MIN_SPLIT_K,
+    };
+    let per_sm_peak = 1e15 / 100.0;
+    let tile = 2.0 * (128 * TILE * MIN_SPLIT_K) as f64;
+    // Every SM busy: 0.6 of the chip's peak, 0.6 of each SM's.
+    let full = gemm_time(&p, &gpu(1e12), &g(100), kernel, true).compute;
+    assert!((full - tile / (0.6 * per_sm_peak)).abs() < 1e-12, "{full}");
+    // 50 busy SMs share the same burst: 1.2 of an SM's peak each, so the
+    // SM's own share, 0.9, binds.
+    let half = gemm_time(&p, &gpu(1e12), &g(50), kernel, true).compute;
+    assert!((half - tile / (0.9 * per_sm_peak)).abs() < 1e-12, "{half}");
+}
+
+#[test]
+fn a_slice_reads_the_chips_dram_at_its_sms_rate_not_its_copy_bandwidth() {
+    let whole = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
+    // 8 SMs whose copy kernel moves 0.76 TB/s (the H200's green context).
+    let slice = crate::operators::slices::slice_of(&whole, 8, 0.76);
+    let p = OperatorParams {
+        gemm_bytes_per_sm: 140e9,
+        overlap_exponent: 1e6,
+        ..params()
+    };
+    // A one-row product of 64 tiles: 8 busy SMs, memory bound.
+    let g = Gemm {
+        m: 1,
+        n: 64 * TILE,
+        k: 8192,
+    };
+    let t = gemm_time(&p, &slice, &g, GemmKernel::Cublas { split: 1 }, true);
+    let sm_bound = g.bytes() / (8.0 * 140e9);
+    assert!((t.memory - sm_bound).abs() < 1e-9 * sm_bound, "{t:?}");
+    // Faster than the slice's own copy bandwidth would let it.
+    assert!(t.memory < g.bytes() / 0.76e12);
+    // A GPU of the user's, not a slice of a datasheet GPU, is its own chip.
+    let own = gpu(0.5e12);
+    assert_eq!(crate::operators::slices::chip_of(&own), own);
 }
 
 #[test]

@@ -111,10 +111,7 @@ pub fn elementwise_seconds(p: &OperatorParams, gpu: &GpuSpec, k: &Elementwise) -
 /// for a slice of a datasheet GPU (named `NAME@Nsm`, [`super::slices::slice_of`])
 /// the whole GPU's, since a slice keeps the chip's power budget.
 pub fn power_budget_sms(gpu: &GpuSpec) -> u32 {
-    gpu.name
-        .split_once('@')
-        .and_then(|(whole, _)| crate::datasheet::lookup(whole).ok())
-        .map_or(gpu.sm_count, |g| g.sm_count.max(gpu.sm_count))
+    super::slices::chip_of(gpu).sm_count.max(gpu.sm_count)
 }
 
 /// `seconds` of GEMMs doing `flops` in one step, once the GPU's power limit

@@ -41,8 +41,11 @@ use std::path::Path;
 /// `decode_lone_key_cost`; 8: decode attention reads its keys at
 /// `read_bandwidth_share` (was `gemm_bandwidth_share`, the GEMMs' alone) and
 /// the contention exponent joins its times only, so a format-7 file's shares
-/// are fitted for another model).
-pub const FORMAT: u32 = 8;
+/// are fitted for another model; 9: a chip-wide cap on the busy SMs'
+/// tensor rate, `burst_flops_share`, stream-K for a product's last partial
+/// wave, and a slice's GEMMs reading the whole chip's DRAM, so a format-8
+/// file's GEMM shares and rates are fitted for another model).
+pub const FORMAT: u32 = 9;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {

@@ -53,6 +53,21 @@ pub fn slice_of(whole: &GpuSpec, sm_count: u32, copy_tb_s: f64) -> GpuSpec {
     }
 }
 
+/// The whole GPU whose DRAM `gpu` reads: for a slice of a datasheet GPU
+/// (named `NAME@Nsm`, [`slice_of`]) the datasheet's entry, otherwise `gpu`
+/// itself. Why: a slice's measured copy bandwidth is the rate of its SMs,
+/// not of the DRAM behind them (on the H100 one copy block an SM moves
+/// 93-95 GB/s up to 16 SMs, `results/h100/sm_stream/`), and a GEMM's tiles
+/// stream faster an SM than the copy kernel: qwen3-8b's batch-1 decode
+/// reads its weights at about 140 GB/s an SM on 8 and 16 SMs of the H200,
+/// the copy 95 (`results/h200/engine_family.csv`, against qwen3-4b's).
+pub fn chip_of(gpu: &GpuSpec) -> GpuSpec {
+    gpu.name
+        .split_once('@')
+        .and_then(|(whole, _)| crate::datasheet::lookup(whole).ok())
+        .unwrap_or_else(|| gpu.clone())
+}
+
 /// The copy bandwidths measured on one GPU and its slices.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CopyBandwidths {
