@@ -64,13 +64,22 @@ pub fn known_names() -> Vec<String> {
 
 /// The built-in entry called `name` (exact key, e.g. `"h100-sxm"`).
 pub fn lookup(name: &str) -> Result<GpuSpec, DatasheetError> {
-    table::entries()
-        .into_iter()
-        .find(|g| g.name == name)
+    entry(name)
+        .cloned()
         .ok_or_else(|| DatasheetError::UnknownGpu {
             name: name.to_string(),
             known: known_names(),
         })
+}
+
+/// The built-in entry named `name`, without copying it: the table is built
+/// once (the cost models look entries up for every operator they price).
+pub fn entry(name: &str) -> Option<&'static GpuSpec> {
+    static TABLE: std::sync::OnceLock<Vec<GpuSpec>> = std::sync::OnceLock::new();
+    TABLE
+        .get_or_init(table::entries)
+        .iter()
+        .find(|g| g.name == name)
 }
 
 /// The first field of `spec` that is not a positive finite number, with its

@@ -230,7 +230,7 @@ pub fn gemm_time(
     // SMs, which a product's tiles outrun ([`super::slices::chip_of`]).
     let chip = super::slices::chip_of(gpu);
     let memory = smooth_max(
-        copy_seconds(&chip, g.bytes(), p.read_bandwidth_share),
+        copy_seconds(chip, g.bytes(), p.read_bandwidth_share),
         g.bytes() / (active * per_sm),
         p.overlap_exponent,
     );

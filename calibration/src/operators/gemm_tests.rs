@@ -229,7 +229,7 @@ fn a_slice_reads_the_chips_dram_at_its_sms_rate_not_its_copy_bandwidth() {
     assert!(t.memory < g.bytes() / 0.76e12);
     // A GPU of the user's, not a slice of a datasheet GPU, is its own chip.
     let own = gpu(0.5e12);
-    assert_eq!(crate::operators::slices::chip_of(&own), own);
+    assert_eq!(crate::operators::slices::chip_of(&own), &own);
 }
 
 #[test]

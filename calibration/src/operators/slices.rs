@@ -61,11 +61,11 @@ pub fn slice_of(whole: &GpuSpec, sm_count: u32, copy_tb_s: f64) -> GpuSpec {
 /// stream faster an SM than the copy kernel: qwen3-8b's batch-1 decode
 /// reads its weights at about 140 GB/s an SM on 8 and 16 SMs of the H200,
 /// the copy 95 (`results/h200/engine_family.csv`, against qwen3-4b's).
-pub fn chip_of(gpu: &GpuSpec) -> GpuSpec {
+pub fn chip_of(gpu: &GpuSpec) -> &GpuSpec {
     gpu.name
         .split_once('@')
-        .and_then(|(whole, _)| crate::datasheet::lookup(whole).ok())
-        .unwrap_or_else(|| gpu.clone())
+        .and_then(|(whole, _)| crate::datasheet::entry(whole))
+        .unwrap_or(gpu)
 }
 
 /// The copy bandwidths measured on one GPU and its slices.
