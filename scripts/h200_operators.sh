@@ -20,6 +20,8 @@
 #   ENGINE_BENCH  engine-bench built with --features cuda (default
 #                 ./target/release/engine-bench-cuda)
 #   BUDGET_S      wall-clock budget of the part (default 570)
+#   GPU           validate: the datasheet GPU the sim prices (default: the
+#                 profile's `gpu`; exp validate refuses one the machine is not)
 #   VALIDATE_8B   experiments of the qwen3-8b run (default
 #                 chunk_sweep,prefix_cache,salt_isolation,poisson_mix: cb_sweep
 #                 does not finish in the budget at that size)
@@ -43,6 +45,10 @@ if [[ $PART == calibrate ]]; then
 else
     PROFILE=${PROFILE:?set PROFILE to the operator profile calibrate wrote}
     [[ -f $PROFILE ]] || { echo "no operator profile at $PROFILE" >&2; exit 2; }
+    # The sim prices the GPU the profile was calibrated on unless GPU says
+    # otherwise; exp validate refuses one that is not the GPU it runs on.
+    GPU=${GPU:-$(sed -n 's/^ *gpu: "\([^"]*\)",$/\1/p' "$PROFILE" | head -n 1)}
+    [[ -n $GPU ]] || { echo "no gpu in $PROFILE: set GPU to its datasheet key" >&2; exit 2; }
 fi
 SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-/usr/local/cuda/lib64}
@@ -86,7 +92,8 @@ if [[ $PART == calibrate ]]; then
     [[ -f $W/operators.ron ]] && cp "$W/operators.ron" "$OUT/operators.ron"
 else
     step validate_0.6b "$BUDGET_S" "$EXP" validate --cost-model operators --operator-profile "$PROFILE" \
-        --model qwen3-0.6b --out "$W/qwen3-0.6b" --quiet || true
+        --gpu "$GPU" --model qwen3-0.6b --out "$W/qwen3-0.6b" --quiet || true
     step validate_8b "$BUDGET_S" "$EXP" validate --cost-model operators --operator-profile "$PROFILE" \
-        --model qwen3-8b --short --experiments "$VALIDATE_8B" --out "$W/qwen3-8b_short" --quiet || true
+        --gpu "$GPU" --model qwen3-8b --short --experiments "$VALIDATE_8B" --out "$W/qwen3-8b_short" \
+        --quiet || true
 fi

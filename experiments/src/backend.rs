@@ -335,6 +335,9 @@ pub fn build_backends(
         &cost,
         label,
     )?;
+    if mode == Mode::Both && spec.runner == RunnerKind::Cuda {
+        cost::check_same_gpu(&cost, real.device_name())?;
+    }
     let capacity = real.capacity();
     let mut out: Vec<Box<dyn Backend>> = vec![Box::new(real)];
     if mode == Mode::Both {

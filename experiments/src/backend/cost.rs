@@ -332,6 +332,25 @@ pub fn check_compares_with(cost: &ResolvedCost, runner: RunnerKind) -> Result<()
     }
 }
 
+/// `--mode both` on a GPU: the sim must price the GPU the real runner ran
+/// on, or every error it reports is that of another GPU. `device` is the
+/// runner's device name; one [`crate::calibrate::datasheet_key`] does not
+/// know (or the CPU) passes, as does a slice of the same GPU (`NAME@Nsm`).
+pub fn check_same_gpu(cost: &ResolvedCost, device: &str) -> Result<(), BackendError> {
+    let Some(key) = crate::calibrate::datasheet_key(device) else {
+        return Ok(());
+    };
+    let sim = cost.gpu.name.split('@').next().unwrap_or(&cost.gpu.name);
+    if sim == key {
+        return Ok(());
+    }
+    Err(BackendError::CostMismatch(format!(
+        "--mode both ran the real runner on {device} (datasheet {key}) but the sim prices {}: \
+         pass --gpu {key} so that both sides are the same GPU",
+        cost.gpu.name
+    )))
+}
+
 /// The cost model `source` names, for `model`.
 pub fn resolve(source: &CostSource, model: &LoadedModel) -> Result<ResolvedCost, BackendError> {
     let shape = ModelShape::from_qwen3(&model.config);

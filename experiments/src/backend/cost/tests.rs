@@ -256,3 +256,19 @@ fn the_operator_model_refuses_a_calibrated_profile_beside_it() {
     .to_string();
     assert!(err.contains("exp transfer-check"), "{err}");
 }
+
+#[test]
+fn both_modes_sim_must_price_the_gpu_the_real_runner_ran_on() {
+    let qwen = model("qwen3-0.6b");
+    let on = |gpu: &str| resolve(&CostSource::Datasheet(gpu.into()), &qwen).unwrap();
+    // An H100's runner beside the default H200 sim: refused, naming the fix.
+    let err = check_same_gpu(&on("h200-sxm"), "NVIDIA H100 80GB HBM3")
+        .expect_err("another GPU")
+        .to_string();
+    assert!(err.contains("NVIDIA H100 80GB HBM3"), "{err}");
+    assert!(err.contains("pass --gpu h100-sxm"), "{err}");
+    // The same GPU, or a device the datasheet keys do not know: fine.
+    assert!(check_same_gpu(&on("h100-sxm"), "NVIDIA H100 80GB HBM3").is_ok());
+    assert!(check_same_gpu(&on("h200-sxm"), "NVIDIA H200").is_ok());
+    assert!(check_same_gpu(&on("h200-sxm"), "NVIDIA GB200").is_ok());
+}
