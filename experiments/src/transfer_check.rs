@@ -192,7 +192,13 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     let mut gpu_parts: Vec<(String, Vec<fit::HeldOutRow>)> = Vec::new();
     for (name, whole_sms, steps) in &others {
         let rows = fit::gpu_holdout(&params, name, steps);
-        for (part, on_whole) in [("whole GPU", true), ("8-64 SMs", false)] {
+        let slices = sm_span(
+            steps
+                .iter()
+                .map(|p| p.gpu.sm_count)
+                .filter(|n| n != whole_sms),
+        );
+        for (part, on_whole) in [("whole GPU", true), (slices.as_str(), false)] {
             let picked: Vec<fit::HeldOutRow> = steps
                 .iter()
                 .zip(&rows)
@@ -304,7 +310,13 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         kind: Kind::Bars,
         series: [
             series("model size held out", worst_per_model(by_model)),
-            series("SM count held out: 8-64 SMs, fit on the whole GPU", worst_per_model(by_sm)),
+            series(
+                &format!(
+                    "SM count held out: {}, fit on the whole GPU",
+                    sm_span(by_sm.iter().filter_map(|r| target_sm_count(&r.target)))
+                ),
+                worst_per_model(by_sm),
+            ),
         ]
         .into_iter()
         .chain(
@@ -354,4 +366,39 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The SM counts a figure's series covers, as its legend says them:
+/// `16-32 SMs`, or `16 SMs` for one.
+fn sm_span(counts: impl IntoIterator<Item = u32>) -> String {
+    let counts: std::collections::BTreeSet<u32> = counts.into_iter().collect();
+    match (counts.first(), counts.last()) {
+        (Some(lo), Some(hi)) if lo != hi => format!("{lo}-{hi} SMs"),
+        (Some(n), _) => format!("{n} SMs"),
+        _ => "no slices".to_string(),
+    }
+}
+
+/// The SM count of a hold-out row's target (`qwen3-4b@16sm`).
+fn target_sm_count(target: &str) -> Option<u32> {
+    target
+        .rsplit_once('@')
+        .and_then(|(_, sms)| sms.strip_suffix("sm"))
+        .and_then(|n| n.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_legend_names_the_sm_counts_the_rows_hold() {
+        assert_eq!(sm_span([32, 16, 16]), "16-32 SMs");
+        assert_eq!(sm_span([8, 64, 16, 32]), "8-64 SMs");
+        assert_eq!(sm_span([16]), "16 SMs");
+        assert_eq!(sm_span([]), "no slices");
+        assert_eq!(target_sm_count("qwen3-4b@16sm"), Some(16));
+        assert_eq!(target_sm_count("qwen3-0.6b@h100-sxm@8sm"), Some(8));
+        assert_eq!(target_sm_count("qwen3-4b"), None);
+    }
 }
