@@ -335,13 +335,13 @@ pub fn check_compares_with(cost: &ResolvedCost, runner: RunnerKind) -> Result<()
 /// `--mode both` on a GPU: the sim must price the GPU the real runner ran
 /// on, or every error it reports is that of another GPU. `device` is the
 /// runner's device name; one [`crate::calibrate::datasheet_key`] does not
-/// know (or the CPU) passes, as does a slice of the same GPU (`NAME@Nsm`).
+/// know (or the CPU) passes, as does a slice of the same GPU (`NAME@Nsm`,
+/// whose chip [`calibration::operators::slices::chip_of`] names).
 pub fn check_same_gpu(cost: &ResolvedCost, device: &str) -> Result<(), BackendError> {
     let Some(key) = crate::calibrate::datasheet_key(device) else {
         return Ok(());
     };
-    let sim = cost.gpu.name.split('@').next().unwrap_or(&cost.gpu.name);
-    if sim == key {
+    if calibration::operators::slices::chip_of(&cost.gpu).name == key {
         return Ok(());
     }
     Err(BackendError::CostMismatch(format!(

@@ -271,4 +271,10 @@ fn both_modes_sim_must_price_the_gpu_the_real_runner_ran_on() {
     assert!(check_same_gpu(&on("h100-sxm"), "NVIDIA H100 80GB HBM3").is_ok());
     assert!(check_same_gpu(&on("h200-sxm"), "NVIDIA H200").is_ok());
     assert!(check_same_gpu(&on("h200-sxm"), "NVIDIA GB200").is_ok());
+    // A slice of the runner's GPU (--sm-count) is that GPU.
+    let mut slice = on("h100-sxm");
+    slice.gpu = calibration::operators::slices::slice_of(&slice.gpu, 16, 1.4);
+    assert_eq!(slice.gpu.name, "h100-sxm@16sm");
+    assert!(check_same_gpu(&slice, "NVIDIA H100 80GB HBM3").is_ok());
+    assert!(check_same_gpu(&slice, "NVIDIA H200").is_err());
 }
