@@ -313,7 +313,12 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             series(
                 &format!(
                     "SM count held out: {}, fit on the whole GPU",
-                    sm_span(by_sm.iter().filter_map(|r| target_sm_count(&r.target)))
+                    sm_span(
+                        data.steps
+                            .iter()
+                            .map(|p| p.gpu.sm_count)
+                            .filter(|n| *n != whole.sm_count)
+                    )
                 ),
                 worst_per_model(by_sm),
             ),
@@ -379,14 +384,6 @@ fn sm_span(counts: impl IntoIterator<Item = u32>) -> String {
     }
 }
 
-/// The SM count of a hold-out row's target (`qwen3-4b@16sm`).
-fn target_sm_count(target: &str) -> Option<u32> {
-    target
-        .rsplit_once('@')
-        .and_then(|(_, sms)| sms.strip_suffix("sm"))
-        .and_then(|n| n.parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,8 +394,5 @@ mod tests {
         assert_eq!(sm_span([8, 64, 16, 32]), "8-64 SMs");
         assert_eq!(sm_span([16]), "16 SMs");
         assert_eq!(sm_span([]), "no slices");
-        assert_eq!(target_sm_count("qwen3-4b@16sm"), Some(16));
-        assert_eq!(target_sm_count("qwen3-0.6b@h100-sxm@8sm"), Some(8));
-        assert_eq!(target_sm_count("qwen3-4b"), None);
     }
 }

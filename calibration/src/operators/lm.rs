@@ -5,7 +5,7 @@
 //! `ln x`. It stops when a step improves the sum by less than a relative
 //! 1e-10 or after `max_iter` iterations, and never returns a worse point than
 //! it was given. [`minimize_from_starts`] runs it from `x0` and from a fixed,
-//! seeded set of points around it, on every core, and keeps the best: the
+//! seeded set of points around it, on rayon's threads, and keeps the best: the
 //! same inputs give the same point on any machine.
 
 /// Solves `a x = b` for a small dense symmetric positive system (Gaussian
@@ -41,6 +41,15 @@ fn sum_sq(r: &[f64]) -> f64 {
 }
 
 pub fn minimize<F: Fn(&[f64]) -> Vec<f64>>(residuals: F, x0: &[f64], max_iter: usize) -> Vec<f64> {
+    descend(residuals, x0, max_iter).0
+}
+
+/// [`minimize`]'s end point and its `Σ r²`.
+fn descend<F: Fn(&[f64]) -> Vec<f64>>(
+    residuals: F,
+    x0: &[f64],
+    max_iter: usize,
+) -> (Vec<f64>, f64) {
     let n = x0.len();
     let mut u: Vec<f64> = x0.iter().map(|v| v.ln()).collect();
     let eval = |u: &[f64]| residuals(&u.iter().map(|v| v.exp()).collect::<Vec<_>>());
@@ -96,7 +105,7 @@ pub fn minimize<F: Fn(&[f64]) -> Vec<f64>>(residuals: F, x0: &[f64], max_iter: u
             break;
         }
     }
-    u.iter().map(|v| v.exp()).collect()
+    (u.iter().map(|v| v.exp()).collect(), cost)
 }
 
 /// SplitMix64: a fixed sequence, so that the starts (and so the fit) are
@@ -128,7 +137,7 @@ fn start_points(x0: &[f64], starts: usize, spread: f64) -> Vec<Vec<f64>> {
 }
 
 /// [`minimize`] from `x0` and from `starts` points around it (each
-/// coordinate times `e^(±spread)` at most), on every core; the end point of
+/// coordinate times `e^(±spread)` at most), on rayon's threads; the end point of
 /// lowest `Σ r²`, the earlier start on a tie. Why: a cost with terms that
 /// step (whole waves, tiles) or bend (smooth maxima) has several minima,
 /// and one descent from `x0` stops in the first it meets.
@@ -139,34 +148,15 @@ pub fn minimize_from_starts<F: Fn(&[f64]) -> Vec<f64> + Sync>(
     spread: f64,
     max_iter: usize,
 ) -> Vec<f64> {
-    let points = start_points(x0, starts, spread);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(points.len());
-    let residuals = &residuals;
-    let points = &points;
-    let ends: Vec<(usize, f64, Vec<f64>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    (t..points.len())
-                        .step_by(threads)
-                        .map(|i| {
-                            let x = minimize(residuals, &points[i], max_iter);
-                            (i, sum_sq(&residuals(&x)), x)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    ends.into_iter()
-        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-        .map_or_else(|| x0.to_vec(), |(_, _, x)| x)
+    use rayon::prelude::*;
+    start_points(x0, starts, spread)
+        .par_iter()
+        .map(|start| descend(&residuals, start, max_iter))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .enumerate()
+        .min_by(|(i, a), (j, b)| a.1.total_cmp(&b.1).then(i.cmp(j)))
+        .map_or_else(|| x0.to_vec(), |(_, (x, _))| x)
 }
 
 #[cfg(test)]
