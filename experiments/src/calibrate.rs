@@ -125,6 +125,15 @@ pub struct CalibrateArgs {
         default_value = "16,32"
     )]
     pub sm_counts: Vec<usize>,
+    /// With --operators: descents of each fit besides the one from the
+    /// model's initial point, the best kept (`exp transfer-check
+    /// --fit-starts`).
+    #[arg(
+        long,
+        requires = "operators",
+        default_value_t = calibration::operators::fit::FIT_STARTS
+    )]
+    pub fit_starts: usize,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -266,6 +275,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
             args.engine_bench.as_deref(),
             args.gpu.as_deref(),
             &args.out,
+            args.fit_starts,
             args.quiet,
         );
     }

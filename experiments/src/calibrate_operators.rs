@@ -171,6 +171,7 @@ pub fn run(
     engine_bench: Option<&Path>,
     gpu: Option<&str>,
     out: &Path,
+    fit_starts: usize,
     quiet: bool,
 ) -> anyhow::Result<()> {
     if let Some(g) = gpu {
@@ -249,6 +250,7 @@ pub fn run(
         gpu: gpu_key,
         held_out_gpus: Vec::new(),
         decode_mixes,
+        fit_starts,
         out: dir.clone(),
         quiet,
     };

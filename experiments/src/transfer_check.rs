@@ -63,6 +63,11 @@ pub struct TransferArgs {
         default_value = "h100-sxm=results/h100/decode_mix/decode_mix.csv"
     )]
     pub decode_mixes: Vec<String>,
+    /// Descents of each fit besides the one from the model's initial point,
+    /// the best kept (0: one descent, about 9 times faster, which may stop
+    /// in a worse minimum).
+    #[arg(long, default_value_t = fit::FIT_STARTS)]
+    pub fit_starts: usize,
     #[arg(long, default_value = "results/h200")]
     pub out: PathBuf,
     #[arg(long)]
@@ -183,9 +188,9 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         others.push((name, other.sm_count, steps));
     }
     let points = &data.steps;
-    let params = fit::fit_points(&data.all())?;
-    let held_model = fit::leave_one_model_out(&data)?;
-    let held_sm = fit::sm_count_holdout(&data, whole.sm_count)?;
+    let params = fit::fit_points(&data.all(), args.fit_starts)?;
+    let held_model = fit::leave_one_model_out(&data, args.fit_starts)?;
+    let held_sm = fit::sm_count_holdout(&data, whole.sm_count, args.fit_starts)?;
     // Each held-out GPU's predictions in file order, and apart for the
     // figure: its whole-GPU steps and its slices'.
     let mut by_gpu: Vec<fit::HeldOutRow> = Vec::new();

@@ -5,8 +5,8 @@
 //!   measured costs of kernel groups ([`super::groups`]) by least squares on
 //!   the log of predicted over measured time (every step weighs the same in
 //!   relative error; a group point [`GROUP_WEIGHT`] of a step),
-//!   Levenberg–Marquardt from [`OperatorParams::initial`] and from
-//!   [`FIT_STARTS`] seeded points around it, the best kept. The group points
+//!   Levenberg–Marquardt from [`OperatorParams::initial`] and from `starts`
+//!   seeded points around it ([`FIT_STARTS`] by default), the best kept. The group points
 //!   pin the parts of a step that whole steps cannot tell apart.
 //! - [`leave_one_model_out`]: for each model size, fit on every other size's
 //!   steps and groups (all SM counts) and predict the size's steps.
@@ -37,8 +37,8 @@ pub enum OperatorFitError {
     Diverged(Box<OperatorParams>),
 }
 
-/// Descents besides the one from [`OperatorParams::initial`]
-/// ([`lm::minimize_from_starts`]). Why: one descent stops in the first
+/// Descents besides the one from [`OperatorParams::initial`] that a fit
+/// makes by default (`starts` of [`fit_points`], [`lm::minimize_from_starts`]). Why: one descent stops in the first
 /// minimum it meets; on the committed H200 measurements (2026-12-07) the
 /// best of 8 more fits every hold-out's set as well or better (the whole
 /// GPU's steps and parts: Σ of squared log errors 1.434 → 1.416; all but
@@ -165,7 +165,7 @@ fn log_error(weight: f64, predicted: f64, measured: f64) -> f64 {
     weight * (predicted.max(1e-12) / measured).ln()
 }
 
-pub fn fit_points(set: &FitSet<'_>) -> Result<OperatorParams, OperatorFitError> {
+pub fn fit_points(set: &FitSet<'_>, starts: usize) -> Result<OperatorParams, OperatorFitError> {
     if set.steps.len() < OperatorParams::LEN {
         return Err(OperatorFitError::TooFewPoints {
             needed: OperatorParams::LEN,
@@ -191,7 +191,7 @@ pub fn fit_points(set: &FitSet<'_>) -> Result<OperatorParams, OperatorFitError> 
     let x = lm::minimize_from_starts(
         residuals,
         &to_free(&OperatorParams::initial()),
-        FIT_STARTS,
+        starts,
         START_SPREAD,
         300,
     );
@@ -346,13 +346,16 @@ fn held_out(name: &str, p: &OperatorParams, set: &FitSet<'_>) -> HeldOut {
     }
 }
 
-pub fn leave_one_model_out(data: &Measurements) -> Result<HeldOut, OperatorFitError> {
+pub fn leave_one_model_out(
+    data: &Measurements,
+    starts: usize,
+) -> Result<HeldOut, OperatorFitError> {
     let mut models: Vec<&str> = data.steps.iter().map(|p| p.model.as_str()).collect();
     models.sort();
     models.dedup();
     let mut out = HeldOut::default();
     for m in models {
-        let params = fit_points(&data.select(|model, _| model != m))?;
+        let params = fit_points(&data.select(|model, _| model != m), starts)?;
         let h = held_out("model", &params, &data.select(|model, _| model == m));
         out.steps.extend(h.steps);
         out.groups.extend(h.groups);
@@ -378,8 +381,9 @@ pub fn gpu_holdout(params: &OperatorParams, gpu: &str, points: &[FamilyPoint]) -
 pub fn sm_count_holdout(
     data: &Measurements,
     whole_sm_count: u32,
+    starts: usize,
 ) -> Result<HeldOut, OperatorFitError> {
-    let params = fit_points(&data.select(|_, sms| sms == whole_sm_count))?;
+    let params = fit_points(&data.select(|_, sms| sms == whole_sm_count), starts)?;
     Ok(held_out(
         "sm_count",
         &params,
