@@ -40,6 +40,7 @@ pub mod gemm;
 pub mod groups;
 pub mod held_out;
 pub mod lm;
+pub mod makespan;
 pub mod ops;
 pub mod profile;
 pub mod shapes;

@@ -36,6 +36,7 @@
 //!   fewer is not modelled.
 
 use super::gemm::{copy_seconds, smooth_max};
+use super::makespan::blocks_makespan_ps;
 use super::ops::{elementwise_seconds, Elementwise};
 use super::OperatorParams;
 use crate::features::{decode_keys_read, on_decode_path, tile_tokens};
@@ -45,7 +46,6 @@ use engine::runner::attention_choice::{
 use engine::BatchShape;
 use sim::{GpuSpec, ModelShape};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Warps one SM holds at once.
 pub const WARPS_PER_SM: usize = 64;
@@ -149,26 +149,6 @@ pub fn prefill_blocks(m: &ModelShape, batch: &BatchShape) -> Vec<usize> {
         blocks.extend_from_slice(&tiles);
     }
     blocks
-}
-
-/// When the last of `costs` (seconds, in launch order) finishes on `slots`
-/// slots, each block starting on the first slot to come free.
-pub fn makespan(costs: impl Iterator<Item = f64>, slots: usize) -> f64 {
-    let mut free: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
-    let mut end = 0.0f64;
-    // Times as integer picoseconds so the heap orders them exactly.
-    let to_ps = |s: f64| (s * 1e12).round() as u64;
-    for c in costs {
-        let start = if free.len() < slots.max(1) {
-            0
-        } else {
-            free.pop().map(|Reverse(t)| t).unwrap_or(0)
-        };
-        let finish = start + to_ps(c);
-        end = end.max(finish as f64 * 1e-12);
-        free.push(Reverse(finish));
-    }
-    end
 }
 
 /// One layer's decode-path attention seconds.
@@ -282,10 +262,9 @@ pub fn prefill_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, blocks
     let iteration_flops =
         4.0 * (PREFILL_TILE_ROWS * PREFILL_KEYS_PER_ITERATION * m.head_dim) as f64;
     let per_iteration = p.prefill_iteration_latency + resident * iteration_flops / sm_flops;
-    let costs = blocks
-        .iter()
-        .map(|&it| p.prefill_block_cost + it as f64 * per_iteration);
-    p.attention_latency + makespan(costs, sms * PREFILL_BLOCKS_PER_SM)
+    let slots = sms * PREFILL_BLOCKS_PER_SM;
+    let end_ps = blocks_makespan_ps(blocks, p.prefill_block_cost, per_iteration, slots);
+    p.attention_latency + end_ps as f64 * 1e-12
 }
 
 /// One layer's attention seconds for `batch`.

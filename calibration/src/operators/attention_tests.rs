@@ -303,15 +303,6 @@ fn prefill_blocks_are_tiles_times_heads_in_launch_order() {
 }
 
 #[test]
-fn the_makespan_waits_for_the_longest_slot() {
-    // Two slots: 3 and 1 start at once; 1 finishes, the next 2 starts at 1.
-    assert!((makespan([3.0, 1.0, 2.0].into_iter(), 2) - 3.0).abs() < 1e-12);
-    assert!((makespan([1.0, 1.0, 2.0].into_iter(), 2) - 3.0).abs() < 1e-12);
-    assert!((makespan([1.0; 6].into_iter(), 3) - 2.0).abs() < 1e-12);
-    assert_eq!(makespan(std::iter::empty(), 4), 0.0);
-}
-
-#[test]
 fn a_prefill_layer_by_hand_where_fewer_resident_blocks_run_faster() {
     let m = ModelShape::qwen3_0_6b(); // 32-token tiles, 8 KV heads
     let gpu = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
