@@ -4,10 +4,10 @@
 //! `--family`) runs without it, or `--family` with a run it does not do, is a
 //! usage error.
 
-use crate::steps::{CONTEXT_RANGE, DEFAULT_CONTEXT};
+use crate::steps::{BUDGET, CONTEXT_RANGE, DEFAULT_CONTEXT};
 use clap::builder::{PossibleValuesParser, RangedU64ValueParser, TypedValueParser};
 use clap::Parser;
-use engine::runner::cuda::{DecodeKernel, SPLIT_K_MAX};
+use engine::runner::cuda::{DecodeKernel, MixedStep, SPLIT_K_MAX};
 use std::path::PathBuf;
 
 /// Most sequences a step of the bench's runner takes (its `max_num_seqs`).
@@ -24,8 +24,9 @@ pub(crate) const FAMILY: [&str; 6] = [
 ];
 
 /// What a `--family` run does not do.
-const FAMILY_CONFLICTS: [&str; 8] = [
+const FAMILY_CONFLICTS: [&str; 9] = [
     "decode_mix",
+    "mixed_step",
     "model",
     "sm_count",
     "tune",
@@ -145,6 +146,52 @@ pub(crate) struct Args {
     /// Appends to `decode_mix.csv` (`steps::decode_mix`).
     #[arg(long, value_name = "CONTEXTS", value_parser = decode_mix_parser(), conflicts_with_all = ["eager", "only_decode", "mixed"])]
     pub decode_mix: Vec<DecodeMix>,
+    /// Only this: steps of one prompt chunk of T tokens after C cached ones
+    /// (the prompt's last chunk, sampling) beside D decodes that each attend
+    /// to K keys, written `T@C+DxK` (or `T@C` for the chunk alone), eager
+    /// against piecewise-graphed; repeat the option for more steps. Appends
+    /// to `mixed_steps.csv` (`CudaRunner::mixed_step_times`).
+    #[arg(long, value_name = "T@C+DxK", value_parser = mixed_step_parser(), conflicts_with_all = ["eager", "only_decode", "mixed", "decode_mix"])]
+    pub mixed_step: Vec<MixedStep>,
+}
+
+/// `--mixed-step`: `T@C+DxK` or `T@C`, the step within the bench's token
+/// budget and batch.
+fn mixed_step_parser() -> impl TypedValueParser<Value = MixedStep> {
+    clap::builder::NonEmptyStringValueParser::new().try_map(|spec: String| {
+        let form = || format!("{spec:?} is not T@C+DxK (a chunk of T tokens after C cached, D decodes at K keys) or T@C");
+        let (chunk, decodes) = match spec.split_once('+') {
+            Some((c, d)) => (c, Some(d)),
+            None => (spec.as_str(), None),
+        };
+        let number = |s: &str| s.trim().parse::<usize>().map_err(|_| form());
+        let (t, c) = chunk.split_once('@').ok_or_else(form)?;
+        let (chunk_tokens, chunk_context) = (number(t)?, number(c)?);
+        let (decodes, decode_context) = match decodes {
+            Some(d) => {
+                let (n, k) = d.split_once('x').ok_or_else(form)?;
+                (number(n)?, number(k)?)
+            }
+            None => (0, 1),
+        };
+        if chunk_tokens == 0 || decode_context == 0 {
+            return Err(format!("{spec:?}: the chunk needs a token and each decode a key"));
+        }
+        if chunk_tokens + decodes > BUDGET || decodes + 1 > MAX_BATCH {
+            return Err(format!(
+                "{spec:?} is {} tokens in {} sequences; a step takes at most {BUDGET} in {MAX_BATCH}",
+                chunk_tokens + decodes,
+                decodes + 1
+            ));
+        }
+        Ok(MixedStep {
+            chunk_tokens,
+            chunk_context,
+            chunk_samples: true,
+            decodes,
+            decode_context,
+        })
+    })
 }
 
 /// The contexts of one `--decode-mix` batch, one a sequence.
@@ -320,6 +367,39 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(e.contains("separated by commas"), "{e}");
+    }
+
+    #[test]
+    fn a_mixed_step_is_a_chunk_after_its_context_beside_decodes() {
+        let a = parse("--mixed-step 1900@1000+136x1000 --mixed-step 512@0").unwrap();
+        let step = |t, c, d, k| MixedStep {
+            chunk_tokens: t,
+            chunk_context: c,
+            chunk_samples: true,
+            decodes: d,
+            decode_context: k,
+        };
+        assert_eq!(
+            a.mixed_step,
+            vec![step(1900, 1000, 136, 1000), step(512, 0, 0, 1)]
+        );
+        for (bad, says) in [
+            ("1900", "T@C+DxK"),
+            ("19x@0", "T@C+DxK"),
+            ("64@0+8", "T@C+DxK"),
+            ("0@10", "a token"),
+            ("64@0+8x0", "a key"),
+            ("3200@0+1x300", "at most 3200"),
+            ("64@0+256x300", "in 256"),
+        ] {
+            let (kind, msg) = error(&format!("--mixed-step {bad}"));
+            assert_eq!(kind, ErrorKind::ValueValidation, "{bad}");
+            assert!(msg.contains(says), "{bad}: {msg}");
+        }
+        assert_eq!(
+            error("--mixed-step 64@0 --mixed").0,
+            ErrorKind::ArgumentConflict
+        );
     }
 
     #[test]

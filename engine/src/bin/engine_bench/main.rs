@@ -19,7 +19,9 @@
 //! and writes nothing (for a profiler); `--mixed` times mixed and prefill
 //! steps eager against piecewise-graphed and writes `mixed.csv` only;
 //! `--decode-mix CONTEXTS` (repeatable) times decode steps of sequences at
-//! different contexts and appends `decode_mix.csv` only. With
+//! different contexts and appends `decode_mix.csv` only; `--mixed-step
+//! T@C+DxK` (repeatable) times steps of a prompt chunk after cached context
+//! beside decodes, eager and piecewise, and appends `mixed_steps.csv` only. With
 //! GEMM tuning on, the tuned shapes go to `gemm_tuning.csv`. `--family
 //! [MODELS] [--sm-counts LIST]` appends the family table to
 //! `engine_family.csv` instead (family.rs); with `--operators`, also the
@@ -71,6 +73,9 @@ fn main() -> anyhow::Result<()> {
     );
     if a.mixed {
         return mixed(&mut r, &a.out);
+    }
+    if !a.mixed_step.is_empty() {
+        return mixed_steps(&mut r, &a, &spec.name);
     }
     if !a.decode_mix.is_empty() {
         return decode_mixes(&mut r, &a, &spec.name, &wl);
@@ -176,6 +181,57 @@ fn decode_mixes(
     let mixes: Vec<&[usize]> = a.decode_mix.iter().map(|m| m.0.as_slice()).collect();
     let ok = operators::time_mixes(r, &info, wl, &mixes, &out.join(operators::MIX_FILE), "")?;
     anyhow::ensure!(ok, "some decode mixes failed");
+    Ok(())
+}
+
+/// Header of `mixed_steps.csv` (`--mixed-step`).
+const MIXED_STEPS_HEADER: &str = "model,sm_count,chunk_tokens,chunk_context,decodes,decode_context,bucket,eager_ms,piecewise_ms,date,commit";
+
+/// `--mixed-step`: each step eager against piecewise-graphed, medians of 40
+/// steps, appended to `mixed_steps.csv`; a step that fails is reported and
+/// the others still run.
+fn mixed_steps(r: &mut CudaRunner, a: &args::Args, model: &str) -> anyhow::Result<()> {
+    let out = &a.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
+    let info = RunInfo::of_runner(model, r, engine::date::utc_now());
+    let mut rows = String::new();
+    let mut failed = 0;
+    for s in &a.mixed_step {
+        let what = format!(
+            "{} tokens after {} + {} decodes at {} keys",
+            s.chunk_tokens, s.chunk_context, s.decodes, s.decode_context
+        );
+        match r.mixed_step_times(s, 40) {
+            Ok(t) => {
+                let (e, p) = (t.eager * 1e3, t.piecewise * 1e3);
+                println!(
+                    "mixed step {what}: eager {e:.3} ms, piecewise {p:.3} ms (bucket {})",
+                    t.bucket
+                );
+                let _ = writeln!(
+                    rows,
+                    "{},{},{},{},{},{},{},{e:.4},{p:.4},{},{}",
+                    info.model_cell(),
+                    info.sm_count,
+                    s.chunk_tokens,
+                    s.chunk_context,
+                    s.decodes,
+                    s.decode_context,
+                    t.bucket,
+                    info.date,
+                    info.commit
+                );
+            }
+            Err(e) => {
+                eprintln!("mixed step {what}: FAILED: {e:#}");
+                failed += 1;
+            }
+        }
+    }
+    let path = out.join("mixed_steps.csv");
+    table::append_with_header(&path, MIXED_STEPS_HEADER, &rows)
+        .with_context(|| format!("appending to {}", path.display()))?;
+    anyhow::ensure!(failed == 0, "{failed} mixed steps failed");
     Ok(())
 }
 
