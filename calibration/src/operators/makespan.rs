@@ -2,14 +2,13 @@
 //! order by the first slot to come free (prefill attention,
 //! [`super::attention::prefill_seconds`]).
 //!
-//! Contract: times add as integer picoseconds, so slot times order exactly
-//! and the result does not depend on the order of float additions;
-//! [`blocks_makespan_ps`] gives the same result as [`makespan`] on the
-//! blocks' costs, remembering the last results it computed on each thread.
-//! Why remember: a fit evaluates every point once for each parameter it
-//! perturbs, and most parameters leave a prefill's block costs as they were;
-//! the makespan of a slice's thousand blocks was 70 % of `exp
-//! transfer-check`'s time.
+//! Contract: each block's cost is rounded to integer picoseconds and slot
+//! times add as integers, so they order exactly and the result does not
+//! depend on the order of float additions; [`blocks_makespan_ps`] remembers
+//! the last results it computed on each thread. Why remember: a fit
+//! evaluates every point once for each parameter it perturbs, and most
+//! parameters leave a prefill's block costs as they were; the makespan of a
+//! slice's thousand blocks was 77 % of `exp transfer-check`'s time.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -20,21 +19,16 @@ use std::hash::{Hash, Hasher};
 /// Results a thread remembers before it forgets them all.
 const REMEMBERED: usize = 4096;
 
-/// When the last of `costs` (seconds, in launch order) finishes on `slots`
-/// slots, each block starting on the first slot to come free.
-pub fn makespan(costs: impl Iterator<Item = f64>, slots: usize) -> f64 {
-    makespan_ps(costs.map(to_ps), slots) as f64 * 1e-12
-}
-
 /// Seconds as integer picoseconds.
-pub fn to_ps(s: f64) -> u64 {
+fn to_ps(s: f64) -> u64 {
     (s * 1e12).round() as u64
 }
 
-/// [`makespan`] of costs in picoseconds. The first `slots` blocks start at
-/// once; each later one replaces the earliest finish by its own (one sift of
-/// the heap rather than a pop and a push).
-pub fn makespan_ps(mut costs: impl Iterator<Item = u64>, slots: usize) -> u64 {
+/// When the last of `costs` (picoseconds, in launch order) finishes on
+/// `slots` slots, each block starting on the first slot to come free: the
+/// first `slots` blocks start at once; each later one replaces the earliest
+/// finish by its own (one sift of the heap rather than a pop and a push).
+fn makespan_ps(mut costs: impl Iterator<Item = u64>, slots: usize) -> u64 {
     let first: Vec<Reverse<u64>> = costs.by_ref().take(slots.max(1)).map(Reverse).collect();
     let mut end = first.iter().map(|r| r.0).max().unwrap_or(0);
     let mut free = BinaryHeap::from(first);
@@ -114,12 +108,14 @@ mod tests {
     #[test]
     fn the_makespan_waits_for_the_longest_slot() {
         // Slots free at 3 and 1: the third block goes to the second.
-        assert!((makespan([3.0, 1.0, 2.0].into_iter(), 2) - 3.0).abs() < 1e-12);
-        assert!((makespan([1.0, 1.0, 2.0].into_iter(), 2) - 3.0).abs() < 1e-12);
-        assert!((makespan([1.0; 6].into_iter(), 3) - 2.0).abs() < 1e-12);
-        assert_eq!(makespan(std::iter::empty(), 4), 0.0);
+        assert_eq!(makespan_ps([3, 1, 2].into_iter(), 2), 3);
+        assert_eq!(makespan_ps([1, 1, 2].into_iter(), 2), 3);
+        assert_eq!(makespan_ps([1; 6].into_iter(), 3), 2);
+        assert_eq!(makespan_ps(std::iter::empty(), 4), 0);
         // More slots than blocks: the longest block.
-        assert!((makespan([0.5, 2.5].into_iter(), 8) - 2.5).abs() < 1e-12);
+        assert_eq!(makespan_ps([5, 25].into_iter(), 8), 25);
+        // Seconds round to picoseconds.
+        assert_eq!(to_ps(2.5e-6), 2_500_000);
     }
 
     #[test]
