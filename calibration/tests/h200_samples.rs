@@ -8,7 +8,6 @@ use calibration::features::DENSE_START;
 use calibration::fit::{least_squares_problem, NNLS_SWEEPS};
 use calibration::nnls::nnls;
 use calibration::{fit, samples_from_csv, Grid, Provenance, Sample};
-use nalgebra::{DMatrix, DVector};
 use sim::{GpuSpec, ModelShape};
 use std::path::Path;
 
@@ -98,17 +97,76 @@ fn refit_of_the_h200_grid_is_accurate_and_its_curves_never_fall() {
     }
 }
 
-/// Least squares of `b` on the columns `cols` of `a` (SVD, so a rank-deficient
-/// set still gets the minimum-norm solution); the other coefficients are 0.
-fn lstsq_on(a: &DMatrix<f64>, b: &DVector<f64>, cols: &[usize]) -> DVector<f64> {
-    let sub = a.select_columns(cols);
-    let z = sub
-        .svd(true, true)
-        .solve(b, 1e-13)
-        .expect("SVD with both factors");
-    let mut x = DVector::zeros(a.ncols());
-    for (k, &j) in cols.iter().enumerate() {
-        x[j] = z[k];
+/// Columns of a matrix, each a vector of its rows.
+type Columns = Vec<Vec<f64>>;
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a * b).sum()
+}
+
+/// `b − A x` for `A` given by its columns.
+fn residual_vector(a: &Columns, b: &[f64], x: &[f64]) -> Vec<f64> {
+    let mut r = b.to_vec();
+    for (col, &xj) in a.iter().zip(x) {
+        for (ri, cij) in r.iter_mut().zip(col) {
+            *ri -= cij * xj;
+        }
+    }
+    r
+}
+
+/// Least squares of `b` on the columns `cols` of `a` by Householder QR with
+/// column pivoting: a column that adds nothing to those before it (its
+/// remaining norm below 1e-12 of the first's) gets 0, so a rank-deficient
+/// set still gets a solution (a basic one); the other coefficients are 0.
+fn lstsq_on(a: &Columns, b: &[f64], cols: &[usize]) -> Vec<f64> {
+    let mut r: Columns = cols.iter().map(|&j| a[j].clone()).collect();
+    let mut order: Vec<usize> = (0..cols.len()).collect();
+    let mut qtb = b.to_vec();
+    let m = b.len();
+    let mut rank = 0;
+    let mut first_norm = 0.0;
+    for k in 0..cols.len().min(m) {
+        // Pivot: the column with the most left below row k.
+        let tail = |c: &Vec<f64>| c[k..].iter().map(|v| v * v).sum::<f64>();
+        let p = (k..r.len())
+            .max_by(|&p, &q| tail(&r[p]).total_cmp(&tail(&r[q])))
+            .expect("k < columns");
+        r.swap(k, p);
+        order.swap(k, p);
+        let norm = tail(&r[k]).sqrt();
+        if k == 0 {
+            first_norm = norm;
+        }
+        if norm <= 1e-12 * first_norm {
+            break;
+        }
+        // The reflector that maps r[k][k..] onto ∓norm e_k.
+        let alpha = if r[k][k] > 0.0 { -norm } else { norm };
+        let mut v = r[k][k..].to_vec();
+        v[0] -= alpha;
+        let vv = dot(&v, &v);
+        let reflect = |x: &mut [f64]| {
+            let f = 2.0 * dot(&v, x) / vv;
+            for (xi, vi) in x.iter_mut().zip(&v) {
+                *xi -= f * vi;
+            }
+        };
+        for col in r.iter_mut().skip(k) {
+            reflect(&mut col[k..]);
+        }
+        reflect(&mut qtb[k..]);
+        rank = k + 1;
+    }
+    // Back substitution on the leading rank × rank triangle.
+    let mut z = vec![0.0; rank];
+    for i in (0..rank).rev() {
+        let s: f64 = (i + 1..rank).map(|j| r[j][i] * z[j]).sum();
+        z[i] = (qtb[i] - s) / r[i][i];
+    }
+    let mut x = vec![0.0; a.len()];
+    for (i, &zi) in z.iter().enumerate() {
+        x[cols[order[i]]] = zi;
     }
     x
 }
@@ -120,21 +178,27 @@ fn lstsq_on(a: &DMatrix<f64>, b: &DVector<f64>, cols: &[usize]) -> DVector<f64> 
 /// active set would find. Columns are scaled to unit norm first.
 fn exact_nnls(rows: &[Vec<f64>], rhs: &[f64]) -> Vec<f64> {
     let n = rows[0].len();
-    let a = DMatrix::from_fn(rows.len(), n, |i, j| rows[i][j]);
-    let b = DVector::from_column_slice(rhs);
-    let norms: Vec<f64> = (0..n).map(|j| a.column(j).norm()).collect();
+    let column = |j: usize| -> Vec<f64> { rows.iter().map(|r| r[j]).collect() };
+    let norms: Vec<f64> = (0..n).map(|j| dot(&column(j), &column(j)).sqrt()).collect();
     let live: Vec<usize> = (0..n).filter(|&j| norms[j] > 0.0).collect();
-    let scaled = DMatrix::from_fn(a.nrows(), n, |i, j| {
-        if norms[j] > 0.0 {
-            a[(i, j)] / norms[j]
-        } else {
-            0.0
-        }
-    });
-    let mut x = DVector::<f64>::zeros(n);
+    let scaled: Columns = (0..n)
+        .map(|j| {
+            let c = column(j);
+            if norms[j] > 0.0 {
+                c.iter().map(|v| v / norms[j]).collect()
+            } else {
+                c
+            }
+        })
+        .collect();
+    let gradient = |x: &[f64]| -> Vec<f64> {
+        let r = residual_vector(&scaled, rhs, x);
+        scaled.iter().map(|c| dot(c, &r)).collect()
+    };
+    let mut x = vec![0.0; n];
     let mut active: Vec<usize> = Vec::new();
     for _ in 0..10 * n {
-        let w = scaled.transpose() * (&b - &scaled * &x);
+        let w = gradient(&x);
         let Some(&j) = live
             .iter()
             .filter(|j| !active.contains(j) && w[**j] > 1e-12)
@@ -144,7 +208,7 @@ fn exact_nnls(rows: &[Vec<f64>], rhs: &[f64]) -> Vec<f64> {
         };
         active.push(j);
         loop {
-            let z = lstsq_on(&scaled, &b, &active);
+            let z = lstsq_on(&scaled, rhs, &active);
             if active.iter().all(|&k| z[k] > 0.0) {
                 x = z;
                 break;
@@ -155,17 +219,19 @@ fn exact_nnls(rows: &[Vec<f64>], rhs: &[f64]) -> Vec<f64> {
                 .filter(|&&k| z[k] <= 0.0)
                 .map(|&k| x[k] / (x[k] - z[k]))
                 .fold(1.0, f64::min);
-            x = &x + (z - &x) * alpha;
+            for (xk, zk) in x.iter_mut().zip(&z) {
+                *xk += (zk - *xk) * alpha;
+            }
             active.retain(|&k| x[k] > 1e-15);
-            for k in 0..n {
+            for (k, xk) in x.iter_mut().enumerate() {
                 if !active.contains(&k) {
-                    x[k] = 0.0;
+                    *xk = 0.0;
                 }
             }
         }
     }
     // The KKT conditions hold: no inactive coefficient could lower the residual.
-    let w = scaled.transpose() * (&b - &scaled * &x);
+    let w = gradient(&x);
     for &j in &live {
         if active.contains(&j) {
             assert!(
@@ -234,4 +300,33 @@ fn the_fits_nnls_solver_gives_the_exact_solution_on_the_h200_grid() {
             "coefficient {j}: {s:e} vs exact {e:e}"
         );
     }
+}
+
+/// The exact solver's least squares: a column that repeats another gets 0
+/// and the rest still fit `b` exactly where `b` lies in their span.
+#[test]
+fn pivoted_least_squares_solves_a_rank_deficient_set_exactly() {
+    // Columns: (1, 0, 0), (0, 1, 0), 2 × the first, (1, 1, 1).
+    let a: Columns = vec![
+        vec![1.0, 0.0, 0.0],
+        vec![0.0, 1.0, 0.0],
+        vec![2.0, 0.0, 0.0],
+        vec![1.0, 1.0, 1.0],
+    ];
+    let b = [3.0, 5.0, 2.0];
+    let x = lstsq_on(&a, &b, &[0, 1, 2, 3]);
+    let r = residual_vector(&a, &b, &x);
+    assert!(dot(&r, &r).sqrt() < 1e-12, "{x:?}");
+    // One of the two parallel columns carries it all; (1, 1, 1) takes 2.
+    assert!((x[3] - 2.0).abs() < 1e-12, "{x:?}");
+    assert!(x[0] == 0.0 || x[2] == 0.0, "{x:?}");
+    assert!((x[0] + 2.0 * x[2] - 1.0).abs() < 1e-12, "{x:?}");
+    // Off its columns a coefficient is 0; b outside their span is fitted
+    // in least squares (the residual is orthogonal to them).
+    let x = lstsq_on(&a, &b, &[0, 1]);
+    assert_eq!((x[2], x[3]), (0.0, 0.0));
+    assert!(
+        (x[0] - 3.0).abs() < 1e-12 && (x[1] - 5.0).abs() < 1e-12,
+        "{x:?}"
+    );
 }

@@ -4,15 +4,17 @@
 //! - `cpu_decode_step/B`: one step of B decodes, each at context 256.
 //! - `cpu_prefill/T`: one prefill of T tokens from an empty context.
 //!
-//! The Qwen3-0.6B shape is too slow for criterion's repetitions on a CPU; see
+//! `cargo bench -p engine --bench cpu_runner` prints each case's median time
+//! per step, its range over rounds and tokens per second (`common`). The
+//! Qwen3-0.6B shape is too slow for many rounds on a CPU; see
 //! `examples/cpu_runner_speed.rs` for it.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+mod common;
+
 use engine::model::{Qwen3Config, Qwen3Weights};
 use engine::runner::cpu::CpuRunner;
 use engine::{ModelRunner, RequestId, ScheduledBatch, ScheduledSeq};
 use std::hint::black_box;
-use std::time::Duration;
 
 const BLOCK_SIZE: usize = 16;
 const CONTEXT: usize = 256;
@@ -42,7 +44,7 @@ fn setup() -> (CpuRunner, Vec<Vec<u32>>, Vec<u32>) {
     (runner, tables, tokens)
 }
 
-fn bench(c: &mut Criterion) {
+fn main() {
     let (mut runner, tables, tokens) = setup();
     // Fill every sequence's context once; decodes then read a full cache.
     for table in &tables {
@@ -61,8 +63,6 @@ fn bench(c: &mut Criterion) {
             .expect("prefill");
     }
 
-    let mut group = c.benchmark_group("cpu_decode_step");
-    group.measurement_time(Duration::from_secs(3));
     for batch_size in [1usize, 8, 32] {
         let batch = ScheduledBatch {
             seqs: (0..batch_size)
@@ -76,17 +76,13 @@ fn bench(c: &mut Criterion) {
                 .collect(),
             block_size: BLOCK_SIZE,
         };
-        group.throughput(Throughput::Elements(batch_size as u64));
-        group.bench_with_input(
-            BenchmarkId::from_parameter(batch_size),
-            &batch,
-            |b, batch| b.iter(|| black_box(runner.execute(batch).expect("decode"))),
-        );
+        let timing = common::time(|| {
+            black_box(runner.execute(&batch).expect("decode"));
+        });
+        let name = format!("cpu_decode_step/{batch_size}");
+        common::report(&name, &timing, Some((batch_size as u64, "tokens")));
     }
-    group.finish();
 
-    let mut group = c.benchmark_group("cpu_prefill");
-    group.measurement_time(Duration::from_secs(3));
     for len in [64usize, 256] {
         let batch = ScheduledBatch {
             seqs: vec![ScheduledSeq {
@@ -98,13 +94,10 @@ fn bench(c: &mut Criterion) {
             }],
             block_size: BLOCK_SIZE,
         };
-        group.throughput(Throughput::Elements(len as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(len), &batch, |b, batch| {
-            b.iter(|| black_box(runner.execute(batch).expect("prefill")))
+        let timing = common::time(|| {
+            black_box(runner.execute(&batch).expect("prefill"));
         });
+        let name = format!("cpu_prefill/{len}");
+        common::report(&name, &timing, Some((len as u64, "tokens")));
     }
-    group.finish();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);

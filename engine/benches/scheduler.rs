@@ -9,8 +9,12 @@
 //!   and building the next request's prompt.
 //! - `prefix_lookup/{sha256,xxhash}`: the cached-prefix lookup of a new
 //!   3,200-token prompt whose prefix is cached (hashing included).
+//!
+//! `cargo bench -p engine --bench scheduler` prints each case's median time
+//! per iteration and the range over rounds (`common`).
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+mod common;
+
 use engine::config::HashAlgo;
 use engine::kv_cache::{KvCacheManager, SeqBlocks};
 use engine::testing::FixedTokenRunner;
@@ -75,8 +79,7 @@ impl DecodeBed {
     }
 }
 
-fn decode_step(c: &mut Criterion) {
-    let mut group = c.benchmark_group("decode_step");
+fn decode_step() {
     let variants = [
         (64, Some(HashAlgo::Sha256)),
         (256, Some(HashAlgo::Sha256)),
@@ -88,32 +91,29 @@ fn decode_step(c: &mut Criterion) {
             format!("{a:?}").to_lowercase()
         });
         let mut bed = DecodeBed::new(num_seqs, caching);
-        group.bench_function(BenchmarkId::new(hash, num_seqs), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                let mut left = iters as usize;
-                while left > 0 {
-                    if bed.steps_left == 0 {
-                        bed.refill();
-                    }
-                    let n = left.min(bed.steps_left).min(STEPS_PER_ROUND);
-                    let start = Instant::now();
-                    for _ in 0..n {
-                        black_box(bed.engine.step().expect("step"));
-                    }
-                    total += start.elapsed();
-                    left -= n;
-                    bed.steps_left -= n;
+        let timing = common::time_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters as usize;
+            while left > 0 {
+                if bed.steps_left == 0 {
+                    bed.refill();
                 }
-                total
-            })
+                let n = left.min(bed.steps_left).min(STEPS_PER_ROUND);
+                let start = Instant::now();
+                for _ in 0..n {
+                    black_box(bed.engine.step().expect("step"));
+                }
+                total += start.elapsed();
+                left -= n;
+                bed.steps_left -= n;
+            }
+            total
         });
+        common::report(&format!("decode_step/{hash}/{num_seqs}"), &timing, None);
     }
-    group.finish();
 }
 
-fn closed_loop_64(c: &mut Criterion) {
-    let mut group = c.benchmark_group("closed_loop_64");
+fn closed_loop_64() {
     for algo in [HashAlgo::Sha256, HashAlgo::Xxhash] {
         let config = EngineConfig {
             num_gpu_blocks: Some(64 * 26 + 1),
@@ -134,22 +134,19 @@ fn closed_loop_64(c: &mut Criterion) {
         for _ in 0..64 {
             submit(&mut engine);
         }
-        let name = format!("{algo:?}").to_lowercase();
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                let outcome = engine.step().expect("step");
-                for _ in &outcome.finished {
-                    submit(&mut engine);
-                }
-                black_box(outcome)
-            })
+        let timing = common::time(|| {
+            let outcome = engine.step().expect("step");
+            for _ in &outcome.finished {
+                submit(&mut engine);
+            }
+            black_box(outcome);
         });
+        let name = format!("closed_loop_64/{algo:?}").to_lowercase();
+        common::report(&name, &timing, None);
     }
-    group.finish();
 }
 
-fn prefix_lookup(c: &mut Criterion) {
-    let mut group = c.benchmark_group("prefix_lookup");
+fn prefix_lookup() {
     let prompt: Vec<u32> = (0..3_200u32)
         .map(|t| t.wrapping_mul(2_654_435_761) % 151_936)
         .collect();
@@ -160,16 +157,17 @@ fn prefix_lookup(c: &mut Criterion) {
         let mut hits = Vec::with_capacity(200);
         let cached = kv.computed_blocks(&mut SeqBlocks::default(), &prompt, None, &mut hits);
         assert_eq!(cached, 199 * 16, "the lookup must find the cached prefix");
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                let mut reader = SeqBlocks::default();
-                hits.clear();
-                black_box(kv.computed_blocks(&mut reader, black_box(&prompt), None, &mut hits))
-            })
+        let timing = common::time(|| {
+            let mut reader = SeqBlocks::default();
+            hits.clear();
+            black_box(kv.computed_blocks(&mut reader, black_box(&prompt), None, &mut hits));
         });
+        common::report(&format!("prefix_lookup/{name}"), &timing, None);
     }
-    group.finish();
 }
 
-criterion_group!(benches, decode_step, closed_loop_64, prefix_lookup);
-criterion_main!(benches);
+fn main() {
+    decode_step();
+    closed_loop_64();
+    prefix_lookup();
+}
