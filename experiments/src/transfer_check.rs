@@ -45,7 +45,7 @@ pub struct TransferArgs {
     /// Steps measured on another GPU (`NAME=FILE`: its datasheet name and
     /// its engine_family.csv, with the copy bandwidths of its slices),
     /// predicted by the fit on this GPU's measurements; repeatable. Given,
-    /// it replaces the default.
+    /// it replaces the default; `none` for none.
     #[arg(
         long = "held-out-gpu",
         value_name = "NAME=FILE",
@@ -176,7 +176,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     };
     // Another GPU's steps are read before the fits, so bad input fails at once.
     let mut others = Vec::new();
-    for spec in &args.held_out_gpus {
+    for spec in args.held_out_gpus.iter().filter(|s| *s != "none") {
         let (name, other, file) = gpu_and_file(spec, "held-out-gpu", "engine_family.csv")?;
         anyhow::ensure!(
             name != whole.name,

@@ -125,3 +125,34 @@ fn a_held_out_gpu_or_decode_mix_the_fit_cannot_use_is_refused_before_the_fit() {
         assert!(!dir.join("out/transfer.csv").exists(), "{arg}");
     }
 }
+
+#[test]
+fn none_holds_out_no_other_gpu_and_fits_no_decode_mix() {
+    let dir = scratch("transfer_check_none");
+    let out = Command::new(env!("CARGO_BIN_EXE_exp"))
+        .args(["transfer-check", "--quiet", "--fit-starts", "0", "--family"])
+        .arg(results("h200/engine_family.csv"))
+        .arg("--groups")
+        .arg(results("h200/operators/groups.csv"))
+        .arg("--gemm-shapes")
+        .arg(results("h200/operators/gemm_shapes.csv"))
+        .args(["--held-out-gpu", "none", "--decode-mix", "none", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("exp runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = std::fs::read_to_string(dir.join("transfer.csv")).unwrap();
+    assert!(rows.lines().any(|l| l.starts_with("model,")));
+    assert!(rows.lines().any(|l| l.starts_with("sm_count,")));
+    assert!(
+        !rows.lines().any(|l| l.starts_with("gpu,")),
+        "no other GPU held out"
+    );
+    assert!(!rows.contains(",decode_mix "), "no decode mix fitted");
+    let profile = OperatorProfile::load(&dir.join("operator_profile.ron")).unwrap();
+    assert!(profile.held_out.iter().all(|e| e.held_out != "gpu"));
+}
