@@ -76,10 +76,19 @@ def load_nvrtc():
     return lib, include
 
 
+NVRTC = None  # (library, include directory) in a worker process, set by load_worker
+
+
+def load_worker():
+    """Loads NVRTC once in each worker process."""
+    global NVRTC
+    NVRTC = load_nvrtc()
+
+
 def compile_source(job):
-    """Compiles one source for sm_90; returns (name, success, the verdict and log to print)."""
+    """Compiles one source for sm_90 in a worker; returns (success, the verdict and log to print)."""
     src, name, verbose = job
-    lib, include = load_nvrtc()
+    lib, include = NVRTC
     prog = ctypes.c_void_p()
     lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernels.cu", 0, None, None)
     opts = [b"--gpu-architecture=sm_90", b"--std=c++17", f"-I{include}".encode()]
@@ -115,7 +124,7 @@ def main():
     synthetic = open(os.path.join(SRC, "synthetic.cu")).read()
     jobs.append((synthetic, "synthetic.cu", args.verbose))
     ok = True
-    with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count(), initializer=load_worker) as pool:
         for passed, report in pool.map(compile_source, jobs):
             print(report, flush=True)
             ok &= passed

@@ -178,14 +178,17 @@ fn lstsq_on(a: &Columns, b: &[f64], cols: &[usize]) -> Vec<f64> {
 /// active set would find. Columns are scaled to unit norm first.
 fn exact_nnls(rows: &[Vec<f64>], rhs: &[f64]) -> Vec<f64> {
     let n = rows[0].len();
-    let column = |j: usize| -> Vec<f64> { rows.iter().map(|r| r[j]).collect() };
-    let norms: Vec<f64> = (0..n).map(|j| dot(&column(j), &column(j)).sqrt()).collect();
+    let columns: Columns = (0..n)
+        .map(|j| rows.iter().map(|r| r[j]).collect())
+        .collect();
+    let norms: Vec<f64> = columns.iter().map(|c| dot(c, c).sqrt()).collect();
     let live: Vec<usize> = (0..n).filter(|&j| norms[j] > 0.0).collect();
-    let scaled: Columns = (0..n)
-        .map(|j| {
-            let c = column(j);
-            if norms[j] > 0.0 {
-                c.iter().map(|v| v / norms[j]).collect()
+    let scaled: Columns = columns
+        .into_iter()
+        .zip(&norms)
+        .map(|(c, &norm)| {
+            if norm > 0.0 {
+                c.iter().map(|v| v / norm).collect()
             } else {
                 c
             }

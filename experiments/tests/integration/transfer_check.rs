@@ -19,12 +19,20 @@ fn transfer_check(out: &Path, held_out: &str) -> std::process::Output {
         "h100-sxm={}",
         results("h100/decode_mix/decode_mix.csv").display()
     );
-    transfer_check_with(out, held_out, &mix)
+    transfer_check_with(out, held_out, &mix, &[])
 }
 
-fn transfer_check_with(out: &Path, held_out: &str, mix: &str) -> std::process::Output {
+/// `exp transfer-check` on the committed H200 files, with `extra` options.
+fn transfer_check_with(
+    out: &Path,
+    held_out: &str,
+    mix: &str,
+    extra: &[&str],
+) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_exp"))
-        .args(["transfer-check", "--quiet", "--family"])
+        .args(["transfer-check", "--quiet"])
+        .args(extra)
+        .arg("--family")
         .arg(results("h200/engine_family.csv"))
         .arg("--groups")
         .arg(results("h200/operators/groups.csv"))
@@ -118,7 +126,7 @@ fn a_held_out_gpu_or_decode_mix_the_fit_cannot_use_is_refused_before_the_fit() {
         // A family file is no decode-mix file: its rows have no contexts.
         (format!("h100-sxm={}", h100.display()), "contexts"),
     ] {
-        let run = transfer_check_with(&dir.join("out"), &family, &arg);
+        let run = transfer_check_with(&dir.join("out"), &family, &arg, &[]);
         assert!(!run.status.success(), "{arg}");
         let err = String::from_utf8_lossy(&run.stderr);
         assert!(err.contains(says), "{arg}: {err}");
@@ -129,17 +137,7 @@ fn a_held_out_gpu_or_decode_mix_the_fit_cannot_use_is_refused_before_the_fit() {
 #[test]
 fn none_holds_out_no_other_gpu_and_fits_no_decode_mix() {
     let dir = scratch("transfer_check_none");
-    let out = Command::new(env!("CARGO_BIN_EXE_exp"))
-        .args(["transfer-check", "--quiet", "--fit-starts", "0", "--family"])
-        .arg(results("h200/engine_family.csv"))
-        .arg("--groups")
-        .arg(results("h200/operators/groups.csv"))
-        .arg("--gemm-shapes")
-        .arg(results("h200/operators/gemm_shapes.csv"))
-        .args(["--held-out-gpu", "none", "--decode-mix", "none", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("exp runs");
+    let out = transfer_check_with(&dir, "none", "none", &["--fit-starts", "0"]);
     assert!(
         out.status.success(),
         "{}",
