@@ -24,8 +24,9 @@ pub(crate) const FAMILY: [&str; 6] = [
 ];
 
 /// What a `--family` run does not do.
-const FAMILY_CONFLICTS: [&str; 9] = [
+const FAMILY_CONFLICTS: [&str; 10] = [
     "decode_mix",
+    "lone_blocks",
     "mixed_step",
     "model",
     "sm_count",
@@ -153,6 +154,12 @@ pub(crate) struct Args {
     /// to `mixed_steps.csv` (`CudaRunner::mixed_step_times`).
     #[arg(long, value_name = "T@C+DxK", value_parser = mixed_step_parser(), conflicts_with_all = ["eager", "only_decode", "mixed", "decode_mix"])]
     pub mixed_step: Vec<MixedStep>,
+    /// Only this: decode attention with a block alone on each SM (every
+    /// block kernel unsplit at 1, 4 and 16 decodes over 300, 1,000 and 2,000
+    /// keys, and each batch without attention). Appends to `lone_blocks.csv`
+    /// (lone_blocks.rs).
+    #[arg(long, conflicts_with_all = ["eager", "only_decode", "mixed", "decode_mix", "mixed_step", "tune", "profile", "split_sweep", "pdl_sweep"])]
+    pub lone_blocks: bool,
 }
 
 /// `--mixed-step`: `T@C+DxK` or `T@C`, the step within the bench's token
@@ -400,6 +407,24 @@ mod tests {
             error("--mixed-step 64@0 --mixed").0,
             ErrorKind::ArgumentConflict
         );
+    }
+
+    #[test]
+    fn lone_blocks_runs_alone_on_one_model() {
+        let a = parse("--lone-blocks --model qwen3-4b --sm-count 16 --out d").unwrap();
+        assert!(a.lone_blocks);
+        assert!(!parse("").unwrap().lone_blocks);
+        for other in [
+            "--family",
+            "--only-decode 1",
+            "--tune",
+            "--eager",
+            "--mixed",
+        ] {
+            let (kind, msg) = error(&format!("--lone-blocks {other}"));
+            assert_eq!(kind, ErrorKind::ArgumentConflict, "{other}");
+            assert!(msg.contains("--lone-blocks"), "{other}: {msg}");
+        }
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //! `--decode-mix CONTEXTS` (repeatable) times decode steps of sequences at
 //! different contexts and appends `decode_mix.csv` only; `--mixed-step
 //! T@C+DxK` (repeatable) times steps of a prompt chunk after cached context
-//! beside decodes, eager and piecewise, and appends `mixed_steps.csv` only. With
+//! beside decodes, eager and piecewise, and appends `mixed_steps.csv` only;
+//! `--lone-blocks` times decode attention with each block alone on its SM
+//! and appends `lone_blocks.csv` only (lone_blocks.rs). With
 //! GEMM tuning on, the tuned shapes go to `gemm_tuning.csv`. `--family
 //! [MODELS] [--sm-counts LIST]` appends the family table to
 //! `engine_family.csv` instead (family.rs); with `--operators`, also the
@@ -38,6 +40,7 @@ use std::time::Instant;
 
 mod args;
 mod family;
+mod lone_blocks;
 mod operators;
 mod steps;
 mod table;
@@ -79,6 +82,9 @@ fn main() -> anyhow::Result<()> {
     }
     if !a.decode_mix.is_empty() {
         return decode_mixes(&mut r, &a, &spec.name, &wl);
+    }
+    if a.lone_blocks {
+        return lone_blocks::run(&mut r, cfg, &spec.name, &wl, &a.out);
     }
     // `--only-decode B`: decode steps at batch B and nothing else (for a profiler).
     if let Some(b) = a.only_decode {
