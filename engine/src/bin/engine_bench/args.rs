@@ -85,7 +85,8 @@ pub(crate) struct Args {
     pub sm_counts: Vec<usize>,
     /// With --family: also what the operator cost model is fitted on, for
     /// each model and SM count (operators.rs: `operators/groups.csv` and
-    /// `operators/gemm_shapes.csv`).
+    /// `operators/gemm_shapes.csv`; on the whole GPU also
+    /// `operators/decode_mix.csv` and `operators/lone_blocks.csv`).
     #[arg(long, requires = "family")]
     pub operators: bool,
     /// The median number of keys a timed decode step attends to.

@@ -30,9 +30,9 @@ pub(crate) const BATCHES: [usize; 3] = [1, 4, 16];
 /// Median keys the timed steps attend to.
 pub(crate) const CONTEXTS: [usize; 3] = [300, 1000, 2000];
 
-/// Times every case on `r`, a runner of `cfg` (module docs), and appends the
-/// rows to `out/lone_blocks.csv`; an error if any case failed (after writing
-/// the others).
+/// `--lone-blocks`: every case on `r`, a runner of `cfg`, appended to
+/// `out/lone_blocks.csv`; an error if any case failed (after writing the
+/// others).
 pub(crate) fn run(
     r: &mut CudaRunner,
     cfg: &Qwen3Config,
@@ -42,6 +42,21 @@ pub(crate) fn run(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
     let info = RunInfo::of_runner(model, r, engine::date::utc_now());
+    let ok = append(r, cfg, &info, wl, &out.join(FILE), "")?;
+    anyhow::ensure!(ok, "some lone-block cases failed");
+    Ok(())
+}
+
+/// Times every case on `r` (module docs), each line on stderr after `tag`,
+/// and appends the rows to `path`. Returns whether every case was timed.
+pub(crate) fn append(
+    r: &mut CudaRunner,
+    cfg: &Qwen3Config,
+    info: &RunInfo,
+    wl: &Workload,
+    path: &Path,
+    tag: &str,
+) -> anyhow::Result<bool> {
     let chosen = *r.tuning();
     let (head_dim, kv_heads) = (cfg.head_dim, cfg.num_key_value_heads);
     let group = cfg.num_attention_heads / kv_heads;
@@ -50,7 +65,7 @@ pub(crate) fn run(
         .filter(|k| k.fuses_rope(head_dim) && k.supports(head_dim, group, kv_heads))
         .collect();
     let mut rows = String::new();
-    let mut failed = 0;
+    let mut ok = true;
     for &b in &BATCHES {
         r.set_tuning(CudaTuning {
             profile_skip: SKIP_ATTENTION,
@@ -60,12 +75,15 @@ pub(crate) fn run(
         let base = match decode_mix(r, &vec![CONTEXTS[0]; b], wl) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("batch {b} without attention: FAILED: {e:#}");
-                failed += 1;
+                eprintln!("{tag}lone blocks: batch {b} without attention: FAILED: {e:#}");
+                ok = false;
                 continue;
             }
         };
-        println!("batch {b:>3} without attention: {:.3} ms", base * 1e3);
+        eprintln!(
+            "{tag}lone blocks: batch {b} without attention: {:.3} ms",
+            base * 1e3
+        );
         for &k in &kernels {
             r.set_tuning(CudaTuning {
                 decode_kernel: Some(k),
@@ -73,12 +91,12 @@ pub(crate) fn run(
                 ..chosen
             })?;
             for &c in &CONTEXTS {
+                let what = format!("{tag}lone blocks: batch {b} {} {c} keys", k.name());
                 match decode_mix(r, &vec![c; b], wl) {
                     Ok(s) => {
                         let blocks = k.grid(b, kv_heads, 1).0;
-                        println!(
-                            "batch {b:>3} {:<9} {c:>4} keys, {blocks:>3} blocks: {:.3} ms, attention {:.3} ms",
-                            k.name(),
+                        eprintln!(
+                            "{what}, {blocks} blocks: {:.3} ms, attention {:.3} ms",
                             s * 1e3,
                             (s - base) * 1e3
                         );
@@ -96,19 +114,17 @@ pub(crate) fn run(
                         );
                     }
                     Err(e) => {
-                        eprintln!("batch {b} {} {c} keys: FAILED: {e:#}", k.name());
-                        failed += 1;
+                        eprintln!("{what}: FAILED: {e:#}");
+                        ok = false;
                     }
                 }
             }
         }
     }
     r.set_tuning(chosen)?;
-    let path = out.join(FILE);
-    table::append_with_header(&path, HEADER, &rows)
+    table::append_with_header(path, HEADER, &rows)
         .with_context(|| format!("appending to {}", path.display()))?;
-    anyhow::ensure!(failed == 0, "{failed} lone-block cases failed");
-    Ok(())
+    Ok(ok)
 }
 
 #[cfg(test)]
