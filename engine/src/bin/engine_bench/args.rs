@@ -86,7 +86,7 @@ pub(crate) struct Args {
     /// With --family: also what the operator cost model is fitted on, for
     /// each model and SM count (operators.rs: `operators/groups.csv` and
     /// `operators/gemm_shapes.csv`; on the whole GPU also
-    /// `operators/decode_mix.csv` and `operators/lone_blocks.csv`).
+    /// `operators/decode_mix.csv`).
     #[arg(long, requires = "family")]
     pub operators: bool,
     /// The median number of keys a timed decode step attends to.

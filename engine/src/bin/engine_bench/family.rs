@@ -185,15 +185,6 @@ fn run_model(a: &Args, model: &str, sm: Option<usize>) -> anyhow::Result<()> {
                 &path,
                 &format!("{tag}: "),
             )?;
-            let path = a.out.join(DIR).join(crate::lone_blocks::FILE);
-            ok &= crate::lone_blocks::append(
-                &mut r,
-                &spec.config,
-                &info,
-                &wl,
-                &path,
-                &format!("{tag}: "),
-            )?;
         }
     }
     anyhow::ensure!(ok, "[{}] some steps failed", spec.name);

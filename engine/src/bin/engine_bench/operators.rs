@@ -8,8 +8,7 @@
 //! commit`). A case that fails, or a product whose tuning measured no time,
 //! is reported on stderr and left out; the other rows are written. On the
 //! whole GPU it also times [`FAMILY_MIXES`] into `operators/decode_mix.csv`
-//! ([`time_mixes`]) and decode attention with its blocks alone on their SMs
-//! into `operators/lone_blocks.csv` (`crate::lone_blocks`).
+//! ([`time_mixes`]).
 
 use crate::steps::{decode_mix, Workload};
 use crate::table::{self, RunInfo};
