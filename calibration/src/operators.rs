@@ -40,9 +40,11 @@ pub mod gemm;
 pub mod groups;
 pub mod held_out;
 pub mod lm;
+pub mod lone_blocks;
 pub mod makespan;
 pub mod ops;
 pub mod profile;
+pub mod residency;
 pub mod shapes;
 pub mod slices;
 
@@ -124,10 +126,6 @@ pub struct OperatorParams {
     /// Prefill attention: seconds of each 64-key iteration of a block that
     /// its SM's other resident blocks do not share ([`attention::prefill_seconds`]).
     pub prefill_iteration_latency: f64,
-    /// Decode attention: seconds per key that the block finishing last (the
-    /// longest sequence's) reads beyond a mean block's, alone on its SM,
-    /// whatever the group ([`attention::decode_seconds`]).
-    pub decode_lone_key_cost: f64,
     /// Share of the dense bf16 FLOP/s of the GPU's power budget that its
     /// busy SMs' tensor cores reach together, before the power limit
     /// ([`Self::sustained_flops_share`]): an SM runs its tiles at
@@ -137,11 +135,17 @@ pub struct OperatorParams {
     /// runs 0.77 of the peak per SM, on 64 and 32 SMs 0.86 and 0.91
     /// (`results/h200/operators/gemm_shapes.csv`).
     pub burst_flops_share: f64,
+    /// Decode attention: seconds of one block alone on its SM besides its
+    /// keys, the length of a wave of blocks ([`attention::decode_seconds`]).
+    pub decode_wave_latency: f64,
+    /// Decode attention: seconds per key each warp of a block alone on its
+    /// SM reads (its keys over its warps), whatever the kernel and group.
+    pub decode_warp_key_latency: f64,
 }
 
 impl OperatorParams {
     /// Number of fitted parameters ([`Self::to_vec`]).
-    pub const LEN: usize = 27;
+    pub const LEN: usize = 28;
 
     pub fn to_vec(&self) -> [f64; Self::LEN] {
         [
@@ -170,8 +174,9 @@ impl OperatorParams {
             self.heads_kv_key_cost,
             self.heads_key_cost,
             self.prefill_iteration_latency,
-            self.decode_lone_key_cost,
             self.burst_flops_share,
+            self.decode_wave_latency,
+            self.decode_warp_key_latency,
         ]
     }
 
@@ -202,8 +207,9 @@ impl OperatorParams {
             heads_kv_key_cost: v[22],
             heads_key_cost: v[23],
             prefill_iteration_latency: v[24],
-            decode_lone_key_cost: v[25],
-            burst_flops_share: v[26],
+            burst_flops_share: v[25],
+            decode_wave_latency: v[26],
+            decode_warp_key_latency: v[27],
         }
     }
 
@@ -235,8 +241,9 @@ impl OperatorParams {
             heads_kv_key_cost: 5e-9,
             heads_key_cost: 5e-9,
             prefill_iteration_latency: 1e-6,
-            decode_lone_key_cost: 20e-9,
             burst_flops_share: 0.75,
+            decode_wave_latency: 3e-6,
+            decode_warp_key_latency: 200e-9,
         }
     }
 

@@ -10,7 +10,8 @@
 //! other `--models`, and the steps of `--slice-models` on each of
 //! `--sm-counts` (green contexts). The rows go to `OUT.measured/`
 //! (`engine_family.csv`, `operators/groups.csv`, `operators/gemm_shapes.csv`,
-//! and `engine-bench.log` with every line it printed); that folder must not
+//! on the whole GPU `operators/decode_mix.csv`, and `engine-bench.log` with
+//! every line it printed); that folder must not
 //! hold an earlier run's rows. Then the fit and its hold-outs as `exp
 //! transfer-check` does them (`transfer.csv`, `transfer_groups.csv`,
 //! `transfer_error.{png,svg}` in the same folder), and the profile to `--out`.
@@ -250,6 +251,7 @@ pub fn run(
         gpu: gpu_key,
         held_out_gpus: Vec::new(),
         decode_mixes,
+        lone_blocks: Vec::new(),
         fit_starts,
         out: dir.clone(),
         quiet,

@@ -20,7 +20,7 @@ use anyhow::Context;
 use calibration::operators::family::{self, FamilyPoint};
 use calibration::operators::profile::OperatorProfile;
 use calibration::operators::slices::CopyBandwidths;
-use calibration::operators::{decode_mix, fit, groups, shapes};
+use calibration::operators::{decode_mix, fit, groups, lone_blocks, shapes};
 use figures::{Chart, Kind, Series, Source};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -63,6 +63,13 @@ pub struct TransferArgs {
         default_value = "h100-sxm=results/h100/decode_mix/decode_mix.csv"
     )]
     pub decode_mixes: Vec<String>,
+    /// Decode attention with each block alone on its SM, measured on a GPU
+    /// of the same SMs (`NAME=FILE`: its datasheet name and the
+    /// `lone_blocks.csv` of `engine-bench --lone-blocks`): in every fit
+    /// whose model and SM count they share; repeatable. Given, it replaces
+    /// the default; `none` for none.
+    #[arg(long = "lone-blocks", value_name = "NAME=FILE", default_value = "none")]
+    pub lone_blocks: Vec<String>,
     /// Descents of each fit besides the one from the model's initial point,
     /// the best kept (0: one descent, about 9 times faster, which may stop
     /// in a worse minimum).
@@ -168,11 +175,21 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
         mixes.extend(decode_mix::read(&file, &on).with_context(|| format!("--decode-mix {spec}"))?);
         mix_gpus.push(name);
     }
+    let mut lone = Vec::new();
+    for spec in args.lone_blocks.iter().filter(|s| *s != "none") {
+        let (_, on, file) = gpu_and_file(spec, "lone-blocks", "lone_blocks.csv")?;
+        let on = CopyBandwidths::from_files(&on, &[&file])
+            .with_context(|| format!("--lone-blocks {spec}"))?;
+        lone.extend(
+            lone_blocks::read(&file, &on).with_context(|| format!("--lone-blocks {spec}"))?,
+        );
+    }
     let data = fit::Measurements {
         steps: family::read(&args.family, &gpus)?,
         groups: groups::read(&args.groups, &gpus)?,
         gemms: shapes::read(&args.gemm_shapes, &gpus)?,
         mixes,
+        lone,
     };
     // Another GPU's steps are read before the fits, so bad input fails at once.
     let mut others = Vec::new();

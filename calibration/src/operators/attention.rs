@@ -11,10 +11,13 @@
 //!   kernel of a warp per KV head (large batches), which reads whole cache
 //!   slots where the others share a head's keys among a block's warps; the
 //!   blocks of the longest sequence, which read the most keys, finish last,
-//!   so the busiest SM holds one of them and its share of the others (the
-//!   longest block's keys beyond a mean block's at
-//!   [`OperatorParams::decode_lone_key_cost`], whatever the group, in the
-//!   key-sharing kernels of decode-only steps); or the
+//!   so the busiest SM holds one of them and its share of the others (in
+//!   the key-sharing kernels of decode-only steps, the last of its waves,
+//!   below). It also runs its blocks in waves of what fits on it at once
+//!   ([`decode_blocks_per_sm`], registers), each as long as a block alone
+//!   on its SM (a latency, then its keys over its warps at a latency each,
+//!   the last wave's block the longest sequence's); its work is the longer
+//!   of the two, joined by a smooth maximum ([`WAVE_EXPONENT`]). Or the
 //!   KV bytes stream at a read share of the copy bandwidth, whichever is
 //!   slower (the two joined by a smooth maximum); plus one
 //!   kernel latency. Split partials are merged by a second kernel
@@ -38,6 +41,7 @@
 use super::gemm::{copy_seconds, smooth_max};
 use super::makespan::blocks_makespan_ps;
 use super::ops::{elementwise_seconds, Elementwise};
+use super::residency::decode_blocks_per_sm;
 use super::OperatorParams;
 use crate::features::{decode_keys_read, on_decode_path, tile_tokens};
 use engine::runner::attention_choice::{
@@ -49,6 +53,11 @@ use std::cmp::Reverse;
 
 /// Warps one SM holds at once.
 pub const WARPS_PER_SM: usize = 64;
+/// Exponent of the smooth maximum joining decode attention's blocks' shared
+/// cost and their waves ([`decode_seconds`]). Why not a plain maximum: its
+/// kink left the fit's descents at their 300-iteration limit (a fit 13
+/// times slower) in worse minima.
+pub const WAVE_EXPONENT: f64 = 8.0;
 /// Prefill attention blocks resident on one SM.
 pub const PREFILL_BLOCKS_PER_SM: usize = 3;
 /// Keys one prefill block iteration covers (`ATT_BN` in attention.cu).
@@ -75,13 +84,54 @@ pub struct DecodeWork {
     pub max_keys: f64,
     /// Whether the kernel is the one of a warp per KV head.
     pub heads_kernel: bool,
+    /// Warps of one block.
+    pub warps_per_block: usize,
+    /// Blocks one SM holds at once ([`decode_blocks_per_sm`]).
+    pub blocks_per_sm: usize,
     /// Whether the step is decode-only (a graph replay): nothing of the
     /// step runs beside the attention kernel's last blocks.
     pub graphed: bool,
 }
 
-/// The decode-path launch of `batch` (`graphed`: a decode-only step).
+/// The decode-path launch of `batch` (`graphed`: a decode-only step), with
+/// the kernel and splits the runner picks.
 pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeWork {
+    let tile = tile_tokens(m);
+    let (mut entries, mut max_ctx) = (0, 0);
+    for s in batch.seqs.iter().filter(|s| on_decode_path(s, tile)) {
+        entries += s.new_tokens as usize;
+        max_ctx = max_ctx.max((s.context_before + s.new_tokens) as usize);
+    }
+    if entries == 0 {
+        return DecodeWork::default();
+    }
+    let (launched, known_ctx) = if graphed {
+        (graph_bucket(entries), None)
+    } else {
+        (entries, Some(max_ctx))
+    };
+    let kernel = DecodeKernel::for_batch(launched, m.head_dim, gqa_group(m), m.num_kv_heads);
+    let splits = split_count(
+        launched,
+        m.num_kv_heads,
+        kernel.warps_per_unit(),
+        DECODE_TARGET_WARPS,
+        known_ctx,
+        MAX_DECODE_SPLITS,
+        PARTIAL_SEQS * MAX_DECODE_SPLITS,
+    );
+    decode_work_of(m, batch, graphed, kernel, splits)
+}
+
+/// The decode-path launch of `batch` by `kernel` in `splits` splits
+/// (`engine-bench --lone-blocks` fixes both).
+pub fn decode_work_of(
+    m: &ModelShape,
+    batch: &BatchShape,
+    graphed: bool,
+    kernel: DecodeKernel,
+    splits: usize,
+) -> DecodeWork {
     let tile = tile_tokens(m);
     let mut entries = 0;
     let mut keys = 0.0;
@@ -96,23 +146,14 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
     if entries == 0 {
         return DecodeWork::default();
     }
-    let group = gqa_group(m);
-    let (launched, known_ctx) = if graphed {
-        (graph_bucket(entries), None)
+    let launched = if graphed {
+        graph_bucket(entries)
     } else {
-        (entries, Some(max_ctx))
+        entries
     };
-    let kernel = DecodeKernel::for_batch(launched, m.head_dim, group, m.num_kv_heads);
-    let splits = split_count(
-        launched,
-        m.num_kv_heads,
-        kernel.warps_per_unit(),
-        DECODE_TARGET_WARPS,
-        known_ctx,
-        MAX_DECODE_SPLITS,
-        PARTIAL_SEQS * MAX_DECODE_SPLITS,
-    );
-    let (blocks, _) = kernel.grid(launched, m.num_kv_heads, splits);
+    let splits = splits.max(1);
+    let (blocks, threads) = kernel.grid(launched, m.num_kv_heads, splits);
+    let warps_per_block = threads / 32;
     DecodeWork {
         entries: launched,
         splits,
@@ -121,6 +162,8 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
         unique_keys,
         max_keys: max_ctx as f64,
         heads_kernel: kernel == DecodeKernel::HeadsU4,
+        warps_per_block,
+        blocks_per_sm: decode_blocks_per_sm(kernel, gqa_group(m), warps_per_block),
         graphed,
     }
 }
@@ -180,21 +223,32 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     let mean_block = block_cost + kv_keys * key_cost;
     // The blocks of the longest sequence read the most keys: the SM holding
     // one of them finishes last when contexts differ (a batch of uniform
-    // contexts has no such block). Its keys beyond a mean block's it reads
-    // once the SM's other blocks are done, alone, at a cost per key that
-    // does not grow with the group (`results/h100/decode_mix/`: one
-    // 2,048-key sequence among four at 300 keys adds about as much to a
-    // group-2 size's layer as to a group-4 one's). That holds in decode-only
-    // steps, whose next kernel waits for the attention's output; in a step
-    // with prefills (launched eagerly) the busiest SM's cost per key stays,
-    // as it does for the kernel of a warp per KV head.
+    // contexts has no such block). In a step with prefills (launched
+    // eagerly), and in the kernel of a warp per KV head, it reads its keys
+    // beyond a mean block's at the busiest SM's cost per key; in the
+    // key-sharing kernels of decode-only steps, whose next kernel waits for
+    // the attention's output, it reads them alone, in the last wave (below).
+    // Why: one 2,048-key sequence among four at 300 keys adds about as much
+    // to a group-2 size's layer as to a group-4 one's
+    // (`results/h100/decode_mix/`), as a block alone does
+    // (`results/h100/lone_blocks/`).
     let tail_key_cost = if w.graphed && !w.heads_kernel {
-        p.decode_lone_key_cost
+        0.0
     } else {
         key_cost
     };
     let longest_keys = units_per_block * w.max_keys / w.splits.max(1) as f64;
-    let work = per_sm * mean_block + (longest_keys - kv_keys).max(0.0) * tail_key_cost;
+    let shared = per_sm * mean_block + (longest_keys - kv_keys).max(0.0) * tail_key_cost;
+    // An SM also runs its blocks in waves of what fits at once
+    // ([`decode_blocks_per_sm`]), none shorter than a block alone on its
+    // SM: a latency, then its keys a warp at a latency each. Where few
+    // blocks share an SM, that bounds the work rather than its throughput
+    // (module docs); the last wave holds a block of the longest sequence.
+    let waves = (per_sm as usize).div_ceil(w.blocks_per_sm.max(1));
+    let warps = w.warps_per_block.max(1) as f64;
+    let wave = |keys: f64| p.decode_wave_latency + keys / warps * p.decode_warp_key_latency;
+    let in_waves = (waves.max(1) - 1) as f64 * wave(kv_keys) + wave(longest_keys.max(kv_keys));
+    let work = smooth_max(shared, in_waves, WAVE_EXPONENT);
     p.attention_latency
         + smooth_max(
             copy_seconds(gpu, kv_bytes, p.read_bandwidth_share),

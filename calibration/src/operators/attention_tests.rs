@@ -5,10 +5,13 @@ use super::*;
 use engine::SeqShape;
 
 /// The initial parameters, an SM-bound kernel's work and its DRAM time
-/// joined by a hard maximum.
+/// joined by a hard maximum, and no waves: an SM's work is its blocks'
+/// shared cost.
 fn hard_max() -> OperatorParams {
     OperatorParams {
         contention_exponent: 1e6,
+        decode_wave_latency: 0.0,
+        decode_warp_key_latency: 0.0,
         ..OperatorParams::initial()
     }
 }
@@ -20,7 +23,6 @@ fn dram_only() -> OperatorParams {
         decode_block_cost: 0.0,
         decode_key_cost: 0.0,
         decode_kv_key_cost: 0.0,
-        decode_lone_key_cost: 0.0,
         attention_latency: 0.0,
         ..hard_max()
     }
@@ -113,6 +115,8 @@ fn decode_attention_by_hand() {
         unique_keys: 64.0 * 300.0,
         max_keys: 300.0,
         heads_kernel: false,
+        warps_per_block: 4,
+        blocks_per_sm: 4,
         graphed: true,
     };
     // 512 blocks on 132 SMs: 4 on the busiest. Each block reads its
@@ -131,6 +135,7 @@ fn the_blocks_of_the_longest_sequence_set_the_decode_time() {
     // 8 KV heads, group 2.
     let m = ModelShape::qwen3_0_6b();
     let (gpu, p) = (sm_bound_h200(), hard_max());
+    assert_eq!(p.decode_wave_latency, 0.0);
     // 16 decodes at 1,000 keys each, and the same 16,000 keys with one
     // sequence at 8,500 and fifteen at 500.
     let even = BatchShape {
@@ -142,37 +147,50 @@ fn the_blocks_of_the_longest_sequence_set_the_decode_time() {
     let (we, ws) = (decode_work(&m, &even, true), decode_work(&m, &skewed, true));
     assert_eq!(we.keys, ws.keys);
     assert_eq!((we.blocks, we.splits), (ws.blocks, ws.splits));
+    // The same keys over the same grid: only the longest blocks differ.
+    // 16 decodes × 8 KV heads × 2 splits = 256 blocks, 2 on the busiest
+    // of 132 SMs, both fitting at once: one wave, as long as its longest
+    // block alone, 8,500 / 2 keys over 8 warps, where the even batch's is
+    // 500. Priced by the waves alone (no shared cost per block or key):
+    let p = OperatorParams {
+        decode_block_cost: 0.0,
+        decode_key_cost: 0.0,
+        decode_kv_key_cost: 0.0,
+        decode_wave_latency: 1e-6,
+        decode_warp_key_latency: 200e-9,
+        ..p
+    };
     let (te, ts) = (
         decode_seconds(&p, &m, &gpu, &we),
         decode_seconds(&p, &m, &gpu, &ws),
     );
-    // The same keys over the same grid: only the longest blocks differ.
-    // 16 decodes × 8 KV heads × 2 splits = 256 blocks, 2 on the busiest
-    // of 132 SMs; the longest block reads 8,500 / 2 keys, 3,750 more than a
-    // mean block's 500, which it reads alone at the tail's cost per key.
-    // Each block writes split partials: its fixed cost is per query head.
-    let key_cost = p.decode_kv_key_cost + 2.0 * p.decode_key_cost;
-    let mean = 2.0 * p.decode_block_cost + 16_000.0 * 8.0 / 256.0 * key_cost;
-    let longest = mean + 3_750.0 * p.decode_lone_key_cost;
+    let wave = |keys: f64| p.decode_wave_latency + keys / 8.0 * p.decode_warp_key_latency;
     let merged = merge_seconds(&p, &m, &gpu, &we);
     assert_eq!(merge(&m, &we), merge(&m, &ws));
     let latency = p.attention_latency + merged;
-    assert!((te - (latency + 2.0 * mean)).abs() < 1e-9 * te, "{te}");
-    assert!((ts - (latency + mean + longest)).abs() < 1e-9 * ts, "{ts}");
-    assert!(ts > 1.5 * te, "{ts} {te}");
+    assert!((te - (latency + wave(500.0))).abs() < 1e-9 * te, "{te}");
+    assert!((ts - (latency + wave(4250.0))).abs() < 1e-9 * ts, "{ts}");
+    assert!(ts > 5.0 * te, "{ts} {te}");
 }
 
 #[test]
-fn the_longest_blocks_tail_costs_the_same_per_key_whatever_the_group() {
+fn the_longest_blocks_tail_is_its_last_wave_at_one_latency_per_key_whatever_the_group() {
     // One sequence at 2,048 keys among four at 300, in the graph of 8: 4
-    // splits, the longest block 512 keys. Priced with the tail's cost alone
-    // (no other per-key cost), group 2 (qwen3-0.6b) and group 4 (qwen3-8b,
-    // 8 KV heads too) pay the same for the tail.
+    // splits of 8-warp blocks, 256 blocks, 2 an SM; the longest block reads
+    // 2,049 / 4 keys, the mean block (2,049 + 4 × 301) × 8 / 256; in the
+    // uniform batch 301 / 4 and 5 × 301 × 8 / 256. Priced by the waves
+    // alone: at group 2 (qwen3-0.6b) both blocks fit at once, one wave as
+    // long as the longest; at group 4 (qwen3-8b, 8 KV heads too) one fits,
+    // two waves, the mean block's then the longest's. A key costs a warp
+    // the same in both.
     let (gpu, p) = (
         sm_bound_h200(),
         OperatorParams {
+            decode_block_cost: 0.0,
             decode_key_cost: 0.0,
             decode_kv_key_cost: 0.0,
+            decode_wave_latency: 1e-6,
+            decode_warp_key_latency: 200e-9,
             ..hard_max()
         },
     );
@@ -188,13 +206,16 @@ fn the_longest_blocks_tail_costs_the_same_per_key_whatever_the_group() {
     };
     let eight_b = ModelShape::from_qwen3(&engine::model::Qwen3Config::preset("qwen3-8b").unwrap());
     let (t2, t4) = (tail(&ModelShape::qwen3_0_6b()), tail(&eight_b));
-    // 256 blocks (8 entries, 3 of them padding); the longest reads 2,049 / 4
-    // keys, a mean block (2,049 + 4 × 301) × 8 / 256; in the uniform batch
-    // 301 / 4 against 5 × 301 × 8 / 256.
-    let excess = (2049.0 / 4.0 - (2049.0 + 4.0 * 301.0) * 8.0 / 256.0)
-        - (301.0 / 4.0 - 5.0 * 301.0 * 8.0 / 256.0);
-    assert!((t2 - excess * p.decode_lone_key_cost).abs() < 1e-12, "{t2}");
-    assert!((t4 - t2).abs() < 1e-12, "{t2} {t4}");
+    let per_key = p.decode_warp_key_latency / 8.0;
+    let (longest, uniform_longest) = (2049.0 / 4.0, 301.0 / 4.0);
+    let (mean, uniform_mean) = (
+        (2049.0 + 4.0 * 301.0) * 8.0 / 256.0,
+        5.0 * 301.0 * 8.0 / 256.0,
+    );
+    let one_wave = (longest - uniform_longest) * per_key;
+    assert!((t2 - one_wave).abs() < 1e-12, "{t2}");
+    let two_waves = one_wave + (mean - uniform_mean) * per_key;
+    assert!((t4 - two_waves).abs() < 1e-12, "{t2} {t4}");
 }
 
 #[test]
@@ -353,4 +374,46 @@ fn decode_attention_reads_its_keys_at_the_read_share_of_the_copy_bandwidth() {
     let copy = 64.0 * 2000.0 * 4096.0 / (gpu.mem_bandwidth * super::super::COPY_FRACTION);
     assert!((at(1.0) - copy).abs() < 1e-9 * copy, "{} {copy}", at(1.0));
     assert!((at(1.25) - copy / 1.25).abs() < 1e-9 * copy);
+}
+
+#[test]
+fn decode_blocks_run_in_waves_of_what_fits_on_an_sm() {
+    // qwen3-8b (group 4): batch 64 at 300 keys, 512 unsplit 4-warp blocks
+    // of 167 registers, 3 an SM. The wave's length sets the work.
+    let m = qwen3_8b();
+    let p = OperatorParams {
+        decode_block_cost: 0.0,
+        decode_key_cost: 0.0,
+        decode_kv_key_cost: 0.0,
+        attention_latency: 0.0,
+        decode_wave_latency: 3e-6,
+        decode_warp_key_latency: 200e-9,
+        ..hard_max()
+    };
+    let batch = BatchShape {
+        seqs: vec![seq(1, 299); 64],
+    };
+    let w = decode_work(&m, &batch, true);
+    assert_eq!((w.blocks, w.splits, w.warps_per_block), (512, 1, 4));
+    assert_eq!(w.blocks_per_sm, 3);
+    let wave = p.decode_wave_latency + 300.0 / 4.0 * p.decode_warp_key_latency;
+    for (sms, waves) in [(132, 2.0), (64, 3.0), (32, 6.0)] {
+        let gpu = GpuSpec {
+            sm_count: sms,
+            ..sm_bound_h200()
+        };
+        let t = decode_seconds(&p, &m, &gpu, &w);
+        assert!((t - waves * wave).abs() < 1e-9 * t, "{sms} SMs: {t}");
+    }
+    // Where the blocks' shared cost is far longer, it sets the work.
+    let slow = OperatorParams {
+        decode_block_cost: 1e-3,
+        ..p
+    };
+    let gpu = GpuSpec {
+        sm_count: 132,
+        ..sm_bound_h200()
+    };
+    let t = decode_seconds(&slow, &m, &gpu, &w);
+    assert!((t - 4.0 * 1e-3).abs() < 1e-6 * t, "{t}");
 }

@@ -21,6 +21,7 @@
 use super::family::FamilyPoint;
 use super::gemm::gemm_time;
 use super::groups::GroupPoint;
+use super::lone_blocks::LonePoint;
 use super::shapes::GemmPoint;
 use super::{lm, step_time, OperatorParams};
 
@@ -54,7 +55,7 @@ const EXPONENTS: [usize; 2] = [6, 17];
 /// Indices of the shares of the dense FLOP/s (GEMM full waves, prefill
 /// attention, untuned GEMMs, sustained under the power limit, the busy SMs'
 /// burst): no kernel does more arithmetic than the datasheet's peak.
-const FLOPS_SHARES: [usize; 5] = [3, 10, 18, 19, 26];
+const FLOPS_SHARES: [usize; 5] = [3, 10, 18, 19, 25];
 
 /// Index of [`OperatorParams::power_window`] in [`OperatorParams::to_vec`].
 const POWER_WINDOW: usize = 20;
@@ -116,6 +117,8 @@ pub struct Measurements {
     /// Decode batches of sequences at different contexts
     /// ([`super::decode_mix`]), on this GPU or another of the same SMs.
     pub mixes: Vec<FamilyPoint>,
+    /// Decode attention with its blocks alone on their SMs ([`super::lone_blocks`]).
+    pub lone: Vec<LonePoint>,
 }
 
 /// The part of [`Measurements`] one fit sees.
@@ -125,6 +128,7 @@ pub struct FitSet<'a> {
     pub groups: Vec<&'a GroupPoint>,
     pub gemms: Vec<&'a GemmPoint>,
     pub mixes: Vec<&'a FamilyPoint>,
+    pub lone: Vec<&'a LonePoint>,
 }
 
 impl Measurements {
@@ -148,6 +152,11 @@ impl Measurements {
                 .collect(),
             mixes: self
                 .mixes
+                .iter()
+                .filter(|p| keep(&p.model, p.gpu.sm_count))
+                .collect(),
+            lone: self
+                .lone
                 .iter()
                 .filter(|p| keep(&p.model, p.gpu.sm_count))
                 .collect(),
@@ -186,7 +195,15 @@ pub fn fit_points(set: &FitSet<'_>, starts: usize) -> Result<OperatorParams, Ope
             .gemms
             .iter()
             .map(|g| log_error(GEMM_WEIGHT, predict_gemm_s(&p, g), g.measured_s));
-        steps.chain(groups).chain(gemms).collect::<Vec<f64>>()
+        let lone = set
+            .lone
+            .iter()
+            .map(|l| log_error(GROUP_WEIGHT, l.predict_s(&p), l.measured_s));
+        steps
+            .chain(groups)
+            .chain(gemms)
+            .chain(lone)
+            .collect::<Vec<f64>>()
     };
     let x = lm::minimize_from_starts(
         residuals,
@@ -195,58 +212,12 @@ pub fn fit_points(set: &FitSet<'_>, starts: usize) -> Result<OperatorParams, Ope
         START_SPREAD,
         300,
     );
-    let mut p = from_free(&x);
-    p.decode_lone_key_cost = fit_lone_key_cost(&p, &set.mixes);
+    let p = from_free(&x);
     if p.is_valid() {
         Ok(p)
     } else {
         Err(OperatorFitError::Diverged(Box::new(p)))
     }
-}
-
-/// Bounds of [`OperatorParams::decode_lone_key_cost`] (seconds a key).
-const LONE_KEY_COST: (f64, f64) = (1e-10, 1e-7);
-
-/// The decode mixes' cost per key of the longest block's tail, the other
-/// parameters held: the steps of the family table, one context a batch,
-/// have no such tail (each batch fills its graph's bucket), so the main fit
-/// cannot see it, and the mixes, measured on a GPU the fit may not describe
-/// as well as its own (another GPU's copy bandwidth, say), would otherwise
-/// move every parameter to suit them. Least squares on the log error by
-/// golden-section search over [`LONE_KEY_COST`] (the step time grows with
-/// it); without mixes, `p`'s value.
-fn fit_lone_key_cost(p: &OperatorParams, mixes: &[&FamilyPoint]) -> f64 {
-    if mixes.is_empty() {
-        return p.decode_lone_key_cost;
-    }
-    let cost = |lone: f64| {
-        let q = OperatorParams {
-            decode_lone_key_cost: lone,
-            ..*p
-        };
-        mixes
-            .iter()
-            .map(|pt| log_error(1.0, predict_s(&q, pt), pt.measured_s).powi(2))
-            .sum::<f64>()
-    };
-    // Over the log of the cost: the bounds span three orders of magnitude.
-    // Each step keeps one inner point and its cost, and prices one new one.
-    let (mut a, mut b) = (LONE_KEY_COST.0.ln(), LONE_KEY_COST.1.ln());
-    let g = (5f64.sqrt() - 1.0) / 2.0;
-    let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
-    let (mut fc, mut fd) = (cost(c.exp()), cost(d.exp()));
-    for _ in 0..80 {
-        if fc < fd {
-            (b, d, fd) = (d, c, fc);
-            c = b - g * (b - a);
-            fc = cost(c.exp());
-        } else {
-            (a, c, fc) = (c, d, fd);
-            d = a + g * (b - a);
-            fd = cost(d.exp());
-        }
-    }
-    ((a + b) / 2.0).exp()
 }
 
 /// One held-out prediction.
@@ -297,6 +268,17 @@ fn gemm_row(held_out: &str, p: &OperatorParams, g: &GemmPoint) -> HeldOutRow {
     )
 }
 
+fn lone_row(held_out: &str, p: &OperatorParams, l: &LonePoint) -> HeldOutRow {
+    held_out_row(
+        held_out,
+        &l.model,
+        l.gpu.sm_count,
+        l.quantity(),
+        l.predict_s(p),
+        l.measured_s,
+    )
+}
+
 fn held_out_row(
     held_out: &str,
     model: &str,
@@ -316,7 +298,7 @@ fn held_out_row(
 }
 
 /// The predictions of a hold-out: whole steps, and the parts (kernel-group
-/// costs and single products).
+/// costs, single products and lone decode-attention blocks).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HeldOut {
     pub steps: Vec<HeldOutRow>,
@@ -342,6 +324,7 @@ fn held_out(name: &str, p: &OperatorParams, set: &FitSet<'_>) -> HeldOut {
             .iter()
             .map(|g| group_row(name, p, g))
             .chain(set.gemms.iter().map(|g| gemm_row(name, p, g)))
+            .chain(set.lone.iter().map(|l| lone_row(name, p, l)))
             .collect(),
     }
 }

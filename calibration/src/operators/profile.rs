@@ -44,8 +44,11 @@ use std::path::Path;
 /// are fitted for another model; 9: a chip-wide cap on the busy SMs'
 /// tensor rate, `burst_flops_share`, stream-K for a product's last partial
 /// wave, and a slice's GEMMs reading the whole chip's DRAM, so a format-8
-/// file's GEMM shares and rates are fitted for another model).
-pub const FORMAT: u32 = 9;
+/// file's GEMM shares and rates are fitted for another model; 10: decode
+/// attention's blocks run in waves of what fits on an SM, each as long as a
+/// block alone, `decode_wave_latency` and `decode_warp_key_latency`; the
+/// longest block's tail is the last wave, so `decode_lone_key_cost` is gone).
+pub const FORMAT: u32 = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorProfileError {
