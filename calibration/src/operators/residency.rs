@@ -59,8 +59,7 @@ pub fn decode_blocks_per_sm(kernel: DecodeKernel, group: usize, warps: usize) ->
     let by_registers = REGISTERS_PER_SM / (regs * 32 * warps);
     by_registers
         .min(WARPS_PER_SM / warps)
-        .min(MAX_BLOCKS_PER_SM)
-        .max(1)
+        .clamp(1, MAX_BLOCKS_PER_SM)
 }
 
 #[cfg(test)]
