@@ -54,9 +54,9 @@ pub struct TransferArgs {
     pub held_out_gpus: Vec<String>,
     /// Decode batches of sequences at different contexts measured on a GPU
     /// of the same SMs (`NAME=FILE`: its datasheet name and the
-    /// `decode_mix.csv` of `engine-bench --decode-mix`): in the fit, each
-    /// size's predicted by the fit without that size; repeatable. Given, it
-    /// replaces the default; `none` for none.
+    /// `decode_mix.csv` of `engine-bench --decode-mix`): each size's
+    /// predicted by the fit without that size (no fit reads them);
+    /// repeatable. Given, it replaces the default; `none` for none.
     #[arg(
         long = "decode-mix",
         value_name = "NAME=FILE",

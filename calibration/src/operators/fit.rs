@@ -115,7 +115,8 @@ pub struct Measurements {
     pub groups: Vec<GroupPoint>,
     pub gemms: Vec<GemmPoint>,
     /// Decode batches of sequences at different contexts
-    /// ([`super::decode_mix`]), on this GPU or another of the same SMs.
+    /// ([`super::decode_mix`]), on this GPU or another of the same SMs:
+    /// predicted by the hold-outs, read by no fit.
     pub mixes: Vec<FamilyPoint>,
     /// Decode attention with its blocks alone on their SMs ([`super::lone_blocks`]).
     pub lone: Vec<LonePoint>,

@@ -1,7 +1,7 @@
 //! `exp transfer-check` with another GPU held out: the committed H200 rows
 //! fitted, the committed H100 steps predicted, the H100's decode mixes
-//! fitted and each size's predicted by the fit without it; and the inputs
-//! it refuses before it fits anything.
+//! each size's predicted by the fit without it; and the inputs it refuses
+//! before it fits anything.
 
 use crate::common::scratch;
 use calibration::operators::profile::OperatorProfile;
@@ -135,7 +135,7 @@ fn a_held_out_gpu_or_decode_mix_the_fit_cannot_use_is_refused_before_the_fit() {
 }
 
 #[test]
-fn none_holds_out_no_other_gpu_and_fits_no_decode_mix() {
+fn none_holds_out_no_other_gpu_and_predicts_no_decode_mix() {
     let dir = scratch("transfer_check_none");
     let out = transfer_check_with(&dir, "none", "none", &["--fit-starts", "0"]);
     assert!(
@@ -150,7 +150,7 @@ fn none_holds_out_no_other_gpu_and_fits_no_decode_mix() {
         !rows.lines().any(|l| l.starts_with("gpu,")),
         "no other GPU held out"
     );
-    assert!(!rows.contains(",decode_mix "), "no decode mix fitted");
+    assert!(!rows.contains(",decode_mix "), "no decode mix predicted");
     let profile = OperatorProfile::load(&dir.join("operator_profile.ron")).unwrap();
     assert!(profile.held_out.iter().all(|e| e.held_out != "gpu"));
 }
