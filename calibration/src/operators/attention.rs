@@ -93,23 +93,58 @@ pub struct DecodeWork {
     pub graphed: bool,
 }
 
+/// What the sequences of a batch on the decode path add up to.
+struct DecodePath {
+    /// Query rows (each sequence's new tokens).
+    entries: usize,
+    /// Keys read, summed over entries.
+    keys: f64,
+    /// Keys held by the sequences (context and new tokens), summed.
+    unique_keys: f64,
+    /// Keys the longest sequence holds.
+    max_ctx: usize,
+}
+
+impl DecodePath {
+    fn of(m: &ModelShape, batch: &BatchShape) -> Self {
+        let tile = tile_tokens(m);
+        let mut path = Self {
+            entries: 0,
+            keys: 0.0,
+            unique_keys: 0.0,
+            max_ctx: 0,
+        };
+        for s in batch.seqs.iter().filter(|s| on_decode_path(s, tile)) {
+            path.entries += s.new_tokens as usize;
+            path.keys += decode_keys_read(s);
+            path.unique_keys += f64::from(s.context_before + s.new_tokens);
+            path.max_ctx = path.max_ctx.max((s.context_before + s.new_tokens) as usize);
+        }
+        path
+    }
+
+    /// Entries the kernel is launched for: a decode-only step replays the
+    /// graph of its bucket.
+    fn launched(&self, graphed: bool) -> usize {
+        if graphed {
+            graph_bucket(self.entries)
+        } else {
+            self.entries
+        }
+    }
+}
+
 /// The decode-path launch of `batch` (`graphed`: a decode-only step), with
 /// the kernel and splits the runner picks.
 pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeWork {
-    let tile = tile_tokens(m);
-    let (mut entries, mut max_ctx) = (0, 0);
-    for s in batch.seqs.iter().filter(|s| on_decode_path(s, tile)) {
-        entries += s.new_tokens as usize;
-        max_ctx = max_ctx.max((s.context_before + s.new_tokens) as usize);
-    }
-    if entries == 0 {
+    let path = DecodePath::of(m, batch);
+    if path.entries == 0 {
         return DecodeWork::default();
     }
-    let (launched, known_ctx) = if graphed {
-        (graph_bucket(entries), None)
-    } else {
-        (entries, Some(max_ctx))
-    };
+    let launched = path.launched(graphed);
+    // An eager step's contexts are known; a graph's splits depend on its
+    // bucket alone.
+    let known_ctx = (!graphed).then_some(path.max_ctx);
     let kernel = DecodeKernel::for_batch(launched, m.head_dim, gqa_group(m), m.num_kv_heads);
     let splits = split_count(
         launched,
@@ -120,7 +155,7 @@ pub fn decode_work(m: &ModelShape, batch: &BatchShape, graphed: bool) -> DecodeW
         MAX_DECODE_SPLITS,
         PARTIAL_SEQS * MAX_DECODE_SPLITS,
     );
-    decode_work_of(m, batch, graphed, kernel, splits)
+    work_of(m, &path, graphed, kernel, splits)
 }
 
 /// The decode-path launch of `batch` by `kernel` in `splits` splits
@@ -132,25 +167,22 @@ pub fn decode_work_of(
     kernel: DecodeKernel,
     splits: usize,
 ) -> DecodeWork {
-    let tile = tile_tokens(m);
-    let mut entries = 0;
-    let mut keys = 0.0;
-    let mut unique_keys = 0.0;
-    let mut max_ctx = 0;
-    for s in batch.seqs.iter().filter(|s| on_decode_path(s, tile)) {
-        entries += s.new_tokens as usize;
-        keys += decode_keys_read(s);
-        unique_keys += f64::from(s.context_before + s.new_tokens);
-        max_ctx = max_ctx.max((s.context_before + s.new_tokens) as usize);
-    }
-    if entries == 0 {
+    let path = DecodePath::of(m, batch);
+    if path.entries == 0 {
         return DecodeWork::default();
     }
-    let launched = if graphed {
-        graph_bucket(entries)
-    } else {
-        entries
-    };
+    work_of(m, &path, graphed, kernel, splits)
+}
+
+/// The launch of a non-empty decode path by `kernel` in `splits` splits.
+fn work_of(
+    m: &ModelShape,
+    path: &DecodePath,
+    graphed: bool,
+    kernel: DecodeKernel,
+    splits: usize,
+) -> DecodeWork {
+    let launched = path.launched(graphed);
     let splits = splits.max(1);
     let (blocks, threads) = kernel.grid(launched, m.num_kv_heads, splits);
     let warps_per_block = threads / 32;
@@ -158,9 +190,9 @@ pub fn decode_work_of(
         entries: launched,
         splits,
         blocks,
-        keys,
-        unique_keys,
-        max_keys: max_ctx as f64,
+        keys: path.keys,
+        unique_keys: path.unique_keys,
+        max_keys: path.max_ctx as f64,
         heads_kernel: kernel == DecodeKernel::HeadsU4,
         warps_per_block,
         blocks_per_sm: decode_blocks_per_sm(kernel, gqa_group(m), warps_per_block),
