@@ -30,9 +30,9 @@ pub(crate) const BATCHES: [usize; 3] = [1, 4, 16];
 /// Median keys the timed steps attend to.
 pub(crate) const CONTEXTS: [usize; 3] = [300, 1000, 2000];
 
-/// `--lone-blocks`: every case on `r`, a runner of `cfg`, appended to
-/// `out/lone_blocks.csv`; an error if any case failed (after writing the
-/// others).
+/// `--lone-blocks`: every case on `r`, a runner of `cfg` (module docs), each
+/// line on stderr, the rows appended to `out/lone_blocks.csv`; an error if
+/// any case failed (after writing the others).
 pub(crate) fn run(
     r: &mut CudaRunner,
     cfg: &Qwen3Config,
@@ -42,21 +42,6 @@ pub(crate) fn run(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating --out {}", out.display()))?;
     let info = RunInfo::of_runner(model, r, engine::date::utc_now());
-    let ok = append(r, cfg, &info, wl, &out.join(FILE), "")?;
-    anyhow::ensure!(ok, "some lone-block cases failed");
-    Ok(())
-}
-
-/// Times every case on `r` (module docs), each line on stderr after `tag`,
-/// and appends the rows to `path`. Returns whether every case was timed.
-pub(crate) fn append(
-    r: &mut CudaRunner,
-    cfg: &Qwen3Config,
-    info: &RunInfo,
-    wl: &Workload,
-    path: &Path,
-    tag: &str,
-) -> anyhow::Result<bool> {
     let chosen = *r.tuning();
     let (head_dim, kv_heads) = (cfg.head_dim, cfg.num_key_value_heads);
     let group = cfg.num_attention_heads / kv_heads;
@@ -75,13 +60,13 @@ pub(crate) fn append(
         let base = match decode_mix(r, &vec![CONTEXTS[0]; b], wl) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("{tag}lone blocks: batch {b} without attention: FAILED: {e:#}");
+                eprintln!("lone blocks: batch {b} without attention: FAILED: {e:#}");
                 ok = false;
                 continue;
             }
         };
         eprintln!(
-            "{tag}lone blocks: batch {b} without attention: {:.3} ms",
+            "lone blocks: batch {b} without attention: {:.3} ms",
             base * 1e3
         );
         for &k in &kernels {
@@ -91,7 +76,7 @@ pub(crate) fn append(
                 ..chosen
             })?;
             for &c in &CONTEXTS {
-                let what = format!("{tag}lone blocks: batch {b} {} {c} keys", k.name());
+                let what = format!("lone blocks: batch {b} {} {c} keys", k.name());
                 match decode_mix(r, &vec![c; b], wl) {
                     Ok(s) => {
                         let blocks = k.grid(b, kv_heads, 1).0;
@@ -122,9 +107,11 @@ pub(crate) fn append(
         }
     }
     r.set_tuning(chosen)?;
-    table::append_with_header(path, HEADER, &rows)
+    let path = out.join(FILE);
+    table::append_with_header(&path, HEADER, &rows)
         .with_context(|| format!("appending to {}", path.display()))?;
-    Ok(ok)
+    anyhow::ensure!(ok, "some lone-block cases failed");
+    Ok(())
 }
 
 #[cfg(test)]
