@@ -17,13 +17,13 @@
 //! largest absolute error of each kind unless `--quiet`. No GPU is needed.
 
 use anyhow::Context;
-use calibration::operators::family::{self, FamilyPoint};
+use calibration::operators::family::{self, FamilyError, FamilyPoint};
 use calibration::operators::profile::OperatorProfile;
 use calibration::operators::slices::CopyBandwidths;
 use calibration::operators::{decode_mix, fit, groups, lone_blocks, shapes};
 use figures::{Chart, Kind, Series, Source};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct TransferArgs {
@@ -98,6 +98,31 @@ fn gpu_and_file<'a>(
     ))
 }
 
+/// The `NAME=FILE` values of a repeatable option, `none` left out.
+fn given(specs: &[String]) -> impl Iterator<Item = &String> {
+    specs.iter().filter(|s| *s != "none")
+}
+
+/// The rows of every `--FLAG NAME=FILE` of `specs` (`none` skipped), each
+/// file (a `what`) read by `read` on its GPU, whose slices take the copy
+/// bandwidths the file measured; and the GPUs' names in order.
+fn read_each<T>(
+    specs: &[String],
+    flag: &str,
+    what: &str,
+    read: impl Fn(&Path, &CopyBandwidths) -> Result<Vec<T>, FamilyError>,
+) -> anyhow::Result<(Vec<String>, Vec<T>)> {
+    let (mut names, mut rows) = (Vec::new(), Vec::new());
+    for spec in given(specs) {
+        let (name, on, file) = gpu_and_file(spec, flag, what)?;
+        let on = CopyBandwidths::from_files(&on, &[&file])
+            .with_context(|| format!("--{flag} {spec}"))?;
+        rows.extend(read(&file, &on).with_context(|| format!("--{flag} {spec}"))?);
+        names.push(name.to_string());
+    }
+    Ok((names, rows))
+}
+
 fn summary(rows: &[fit::HeldOutRow]) -> (f64, f64) {
     let mut e: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
     e.sort_by(f64::total_cmp);
@@ -161,29 +186,18 @@ pub fn run(args: &TransferArgs) -> anyhow::Result<()> {
 pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     let whole = calibration::datasheet::lookup(&args.gpu)?;
     let gpus = CopyBandwidths::from_files(&whole, &[&args.family])?;
-    let mix_specs: Vec<&str> = args
-        .decode_mixes
-        .iter()
-        .map(String::as_str)
-        .filter(|s| *s != "none")
-        .collect();
-    let (mut mixes, mut mix_gpus) = (Vec::new(), Vec::new());
-    for spec in &mix_specs {
-        let (name, on, file) = gpu_and_file(spec, "decode-mix", "decode_mix.csv")?;
-        let on = CopyBandwidths::from_files(&on, &[&file])
-            .with_context(|| format!("--decode-mix {spec}"))?;
-        mixes.extend(decode_mix::read(&file, &on).with_context(|| format!("--decode-mix {spec}"))?);
-        mix_gpus.push(name);
-    }
-    let mut lone = Vec::new();
-    for spec in args.lone_blocks.iter().filter(|s| *s != "none") {
-        let (_, on, file) = gpu_and_file(spec, "lone-blocks", "lone_blocks.csv")?;
-        let on = CopyBandwidths::from_files(&on, &[&file])
-            .with_context(|| format!("--lone-blocks {spec}"))?;
-        lone.extend(
-            lone_blocks::read(&file, &on).with_context(|| format!("--lone-blocks {spec}"))?,
-        );
-    }
+    let (mix_gpus, mixes) = read_each(
+        &args.decode_mixes,
+        "decode-mix",
+        "decode_mix.csv",
+        decode_mix::read,
+    )?;
+    let (_, lone) = read_each(
+        &args.lone_blocks,
+        "lone-blocks",
+        "lone_blocks.csv",
+        lone_blocks::read,
+    )?;
     let data = fit::Measurements {
         steps: family::read(&args.family, &gpus)?,
         groups: groups::read(&args.groups, &gpus)?,
@@ -193,7 +207,7 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
     };
     // Another GPU's steps are read before the fits, so bad input fails at once.
     let mut others = Vec::new();
-    for spec in args.held_out_gpus.iter().filter(|s| *s != "none") {
+    for spec in given(&args.held_out_gpus) {
         let (name, other, file) = gpu_and_file(spec, "held-out-gpu", "engine_family.csv")?;
         anyhow::ensure!(
             name != whole.name,
@@ -277,9 +291,9 @@ pub fn fit_and_write(args: &TransferArgs, how: &str) -> anyhow::Result<()> {
             args.family.display(),
             args.groups.display(),
             args.gemm_shapes.display(),
-            mix_specs
-                .iter()
+            given(&args.decode_mixes)
                 .map(|s| format!(", decode mixes {s}"))
+                .chain(given(&args.lone_blocks).map(|s| format!(", lone blocks {s}")))
                 .collect::<String>()
         ),
         params,

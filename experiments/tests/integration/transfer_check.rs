@@ -92,7 +92,7 @@ fn another_gpus_steps_are_predicted_by_the_fit_and_kept_as_its_expected_error() 
 }
 
 #[test]
-fn a_held_out_gpu_or_decode_mix_the_fit_cannot_use_is_refused_before_the_fit() {
+fn a_held_out_gpu_decode_mix_or_lone_blocks_file_the_fit_cannot_use_is_refused_before_the_fit() {
     let dir = scratch("transfer_check_refused");
     let h100 = results("h100/engine_family.csv");
     // Old rows without the copy bandwidth column: the H100's slices are undescribed.
@@ -130,6 +130,20 @@ fn a_held_out_gpu_or_decode_mix_the_fit_cannot_use_is_refused_before_the_fit() {
         assert!(!run.status.success(), "{arg}");
         let err = String::from_utf8_lossy(&run.stderr);
         assert!(err.contains(says), "{arg}: {err}");
+        assert!(!dir.join("out/transfer.csv").exists(), "{arg}");
+    }
+    for (arg, says) in [
+        ("h100-sxm".to_string(), "expected NAME=FILE"),
+        // A family file is no lone-blocks file: its rows name no kernel.
+        (format!("h100-sxm={}", h100.display()), "kernel"),
+    ] {
+        let run = transfer_check_with(&dir.join("out"), &family, "none", &["--lone-blocks", &arg]);
+        assert!(!run.status.success(), "{arg}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            err.contains(says) && err.contains("--lone-blocks"),
+            "{arg}: {err}"
+        );
         assert!(!dir.join("out/transfer.csv").exists(), "{arg}");
     }
 }
