@@ -47,6 +47,8 @@ pub mod profile;
 pub mod residency;
 pub mod shapes;
 pub mod slices;
+#[cfg(test)]
+mod test_files;
 
 use engine::BatchShape;
 use serde::{Deserialize, Serialize};

@@ -127,12 +127,8 @@ mod tests {
     }
 
     fn write(name: &str, rows: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("decode-mix-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join(name);
         let header = "model,sm_count,contexts,ms_median,copy_bandwidth_tb_s,date,commit\n";
-        std::fs::write(&path, format!("{header}{rows}")).expect("write");
-        path
+        crate::operators::test_files::write("decode-mix", name, &format!("{header}{rows}"))
     }
 
     #[test]

@@ -205,20 +205,14 @@ mod tests {
 
     #[test]
     fn a_bad_row_names_its_file_line_and_field() {
-        let whole = crate::datasheet::lookup("h200-sxm").expect("h200 in the table");
-        let whole = CopyBandwidths::h200(&whole);
-        let dir = std::env::temp_dir().join(format!("family-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let whole = crate::operators::test_files::h200();
         let header = "model,sm_count,kind,batch,tokens,ms_median,tok_s,date,commit\n";
-        let path = dir.join("family.csv");
-        std::fs::write(
-            &path,
-            format!(
-                "{header}qwen3-0.6b,132,decode,64,300,1.55,1,d,c\n\
-                 qwen3-0.6b,132,mixed,64,300,1.55,1,d,c\n"
-            ),
-        )
-        .expect("write");
+        let write =
+            |body: String| crate::operators::test_files::write("family", "family.csv", &body);
+        let path = write(format!(
+            "{header}qwen3-0.6b,132,decode,64,300,1.55,1,d,c\n\
+             qwen3-0.6b,132,mixed,64,300,1.55,1,d,c\n"
+        ));
         let text = read(&path, &whole)
             .expect_err("mixed is no kind")
             .to_string();
@@ -226,21 +220,13 @@ mod tests {
             text.contains("family.csv:3") && text.contains("`kind`"),
             "{text}"
         );
-        std::fs::write(
-            &path,
-            format!("{header}qwen3-9b,132,decode,64,300,1.55,1,d,c\n"),
-        )
-        .expect("write");
+        write(format!("{header}qwen3-9b,132,decode,64,300,1.55,1,d,c\n"));
         let text = read(&path, &whole).expect_err("no such preset").to_string();
         assert!(
             text.contains("family.csv:2") && text.contains("`model`"),
             "{text}"
         );
-        std::fs::write(
-            &path,
-            format!("{header}qwen3-0.6b,132,decode,64,300,1.55,1,d,c\n"),
-        )
-        .expect("write");
+        write(format!("{header}qwen3-0.6b,132,decode,64,300,1.55,1,d,c\n"));
         let pts = read(&path, &whole).expect("reads");
         assert_eq!((pts[0].step.seqs.len(), pts[0].gpu.sm_count), (64, 132));
     }

@@ -123,16 +123,10 @@ pub fn read(path: &Path, gpus: &CopyBandwidths) -> Result<Vec<LonePoint>, Family
 mod tests {
     use super::*;
 
-    fn h200() -> CopyBandwidths {
-        CopyBandwidths::h200(&crate::datasheet::lookup("h200-sxm").expect("h200 in the table"))
-    }
+    use crate::operators::test_files::h200;
 
     fn write(name: &str, body: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("lone-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join(name);
-        std::fs::write(&path, body).expect("write");
-        path
+        crate::operators::test_files::write("lone", name, body)
     }
 
     const HEADER: &str = "model,sm_count,copy_bandwidth_tb_s,kernel,batch,context,blocks,ms_median,no_attention_ms,date,commit\n";

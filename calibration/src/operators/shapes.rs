@@ -93,29 +93,24 @@ mod tests {
 
     #[test]
     fn rows_become_products_and_bad_rows_name_their_line() {
-        let whole =
-            CopyBandwidths::h200(&crate::datasheet::lookup("h200-sxm").expect("h200 in the table"));
-        let dir = std::env::temp_dir().join(format!("shapes-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let whole = crate::operators::test_files::h200();
         let header = "model,sm_count,m,n,k,splits,gemm_ex_us,best_lt_us,chosen,date,commit\n";
-        let ok = dir.join("ok.csv");
-        std::fs::write(
-            &ok,
+        let write =
+            |name: &str, body: String| crate::operators::test_files::write("shapes", name, &body);
+        let ok = write(
+            "ok.csv",
             format!("{header}qwen3-0.6b,16,64,1024,2048,4,13.0,12.9,cublaslt,d,c\n"),
-        )
-        .expect("write");
+        );
         let pts = read(&ok, &whole).expect("reads");
         assert_eq!(pts.len(), 1);
         assert_eq!(pts[0].gpu.sm_count, 16);
         assert_eq!(pts[0].kernel, GemmKernel::Cublas { split: 4 });
         assert!((pts[0].measured_s - 12.9e-6).abs() < 1e-15);
         assert_eq!(pts[0].target(), "gemm 64x1024x2048 split 4");
-        let bad = dir.join("bad.csv");
-        std::fs::write(
-            &bad,
+        let bad = write(
+            "bad.csv",
             format!("{header}qwen3-0.6b,16,64,1024,2048,0,13.0,12.9,cublaslt,d,c\n"),
-        )
-        .expect("write");
+        );
         let text = read(&bad, &whole).expect_err("0 splits").to_string();
         assert!(
             text.contains("bad.csv:2") && text.contains("splits"),

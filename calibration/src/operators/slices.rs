@@ -184,11 +184,7 @@ mod tests {
     use super::*;
 
     fn temp(name: &str, text: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("slices-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join(name);
-        std::fs::write(&path, text).expect("write");
-        path
+        crate::operators::test_files::write("slices", name, text)
     }
 
     #[test]
