@@ -12,12 +12,16 @@
 //!   slots where the others share a head's keys among a block's warps; the
 //!   blocks of the longest sequence, which read the most keys, finish last,
 //!   so the busiest SM holds one of them and its share of the others (in
-//!   the key-sharing kernels of decode-only steps, the last of its waves,
+//!   the key-sharing kernels of decode-only steps, priced in its waves,
 //!   below). It also runs its blocks in waves of what fits on it at once
 //!   ([`decode_blocks_per_sm`], registers), each as long as a block alone
-//!   on its SM (a latency, then its keys over its warps at a latency each,
-//!   the last wave's block the longest sequence's); its work is the longer
-//!   of the two, joined by a smooth maximum ([`WAVE_EXPONENT`]). Or the
+//!   on its SM (a latency, then its keys over its warps at a latency each).
+//!   An SM that holds one block at a time runs the longest sequence's in
+//!   its last wave; one that holds several keeps it in one slot for its
+//!   whole read while the others' waves pass through the rest, so its
+//!   waves last the longer of the two. Its work is the longer of the
+//!   shared cost and the waves, joined by a smooth maximum
+//!   ([`WAVE_EXPONENT`]). Or the
 //!   KV bytes stream at a read share of the copy bandwidth, whichever is
 //!   slower (the two joined by a smooth maximum); plus one
 //!   kernel latency. Split partials are merged by a second kernel
@@ -259,7 +263,7 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     // eagerly), and in the kernel of a warp per KV head, it reads its keys
     // beyond a mean block's at the busiest SM's cost per key; in the
     // key-sharing kernels of decode-only steps, whose next kernel waits for
-    // the attention's output, it reads them alone, in the last wave (below).
+    // the attention's output, it reads them alone, in its waves (below).
     // Why: one 2,048-key sequence among four at 300 keys adds about as much
     // to a group-2 size's layer as to a group-4 one's
     // (`results/h100/decode_mix/`), as a block alone does
@@ -275,11 +279,26 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     // ([`decode_blocks_per_sm`]), none shorter than a block alone on its
     // SM: a latency, then its keys a warp at a latency each. Where few
     // blocks share an SM, that bounds the work rather than its throughput
-    // (module docs); the last wave holds a block of the longest sequence.
+    // (module docs). The longest sequence's block runs in the last wave of
+    // an SM that holds one block at a time; on one that holds several it
+    // keeps a slot for its whole read while the other waves pass through
+    // the rest, so the waves last the longer of the two (a hard maximum:
+    // a uniform batch's waves are priced as before, and the smooth one
+    // priced batch-1 decodes on 8 SMs 13 % long in the SM counts'
+    // hold-out). Why: with the longest block after the others' waves,
+    // qwen3-8b's poisson_mix at 40 req/s (decode steps of sequences from
+    // tens to 3,200 keys) came out with an ITL median 13.5 % long on the
+    // H200 and 8.3 % on the H100; beside them, −1.3 and −3.8 %
+    // (`results/h200/validate_operators/reprice/`).
     let waves = (per_sm as usize).div_ceil(w.blocks_per_sm.max(1));
     let warps = w.warps_per_block.max(1) as f64;
     let wave = |keys: f64| p.decode_wave_latency + keys / warps * p.decode_warp_key_latency;
-    let in_waves = (waves.max(1) - 1) as f64 * wave(kv_keys) + wave(longest_keys.max(kv_keys));
+    let longest = wave(longest_keys.max(kv_keys));
+    let in_waves = if w.blocks_per_sm > 1 {
+        (waves.max(1) as f64 * wave(kv_keys)).max(longest)
+    } else {
+        (waves.max(1) - 1) as f64 * wave(kv_keys) + longest
+    };
     let work = smooth_max(shared, in_waves, WAVE_EXPONENT);
     p.attention_latency
         + smooth_max(

@@ -219,6 +219,46 @@ fn the_longest_blocks_tail_is_its_last_wave_at_one_latency_per_key_whatever_the_
 }
 
 #[test]
+fn on_an_sm_that_holds_several_blocks_the_longest_runs_beside_the_others_waves() {
+    // qwen3-8b (group 4) in the graph of 64: 512 unsplit 4-warp blocks, 3
+    // an SM, 4 on the busiest of 132 SMs: two waves. One sequence at 2,048
+    // keys among 63 at 300: its block holds one slot for its whole read
+    // while the other blocks stream through the SM's other slots, so the
+    // work is the longer of the two waves of mean blocks and the longest
+    // block alone, not their sum.
+    let m = qwen3_8b();
+    let p = OperatorParams {
+        decode_block_cost: 0.0,
+        decode_key_cost: 0.0,
+        decode_kv_key_cost: 0.0,
+        attention_latency: 0.0,
+        decode_wave_latency: 3e-6,
+        decode_warp_key_latency: 200e-9,
+        ..hard_max()
+    };
+    let gpu = sm_bound_h200();
+    let wave = |keys: f64| p.decode_wave_latency + keys / 4.0 * p.decode_warp_key_latency;
+    for longest in [2047, 399] {
+        let mut seqs = vec![seq(1, 299); 63];
+        seqs.push(seq(1, longest));
+        let w = decode_work(&m, &BatchShape { seqs }, true);
+        assert_eq!((w.blocks, w.splits, w.blocks_per_sm), (512, 1, 3));
+        let mean = w.keys * 8.0 / 512.0;
+        let expected = (2.0 * wave(mean)).max(wave(w.max_keys));
+        let t = decode_seconds(&p, &m, &gpu, &w);
+        assert!((t - expected).abs() < 1e-9 * t, "{longest}: {t} {expected}");
+    }
+    // At 2,048 keys the longest block is the longer; at 400 the waves are.
+    let w = |longest| {
+        let mut seqs = vec![seq(1, 299); 63];
+        seqs.push(seq(1, longest));
+        decode_work(&m, &BatchShape { seqs }, true)
+    };
+    assert!(wave(w(2047).max_keys) > 2.0 * wave(w(2047).keys * 8.0 / 512.0));
+    assert!(wave(w(399).max_keys) < 2.0 * wave(w(399).keys * 8.0 / 512.0));
+}
+
+#[test]
 fn split_partials_are_merged_by_an_elementwise_kernel() {
     let m = ModelShape::qwen3_0_6b(); // 16 query heads of 128 dimensions
     let one = BatchShape {
