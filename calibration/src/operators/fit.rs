@@ -27,7 +27,12 @@ use super::{lm, step_time, OperatorParams};
 
 /// Weight of one group point's log error against one whole step's.
 pub const GROUP_WEIGHT: f64 = 0.5;
-/// Weight of one timed product's log error against one whole step's.
+/// Weight of one timed product's log error against one whole step's. Why
+/// this one: the products pin the GEMMs' per-SM rates that the whole GPU,
+/// held to its power and burst caps, cannot, and the SM counts' hold-out
+/// (fitted on the whole GPU alone) depends on them: at 0.1 and 0.6 its
+/// largest error was 40.0 and 21.7 %, sizes' 10.4 and 9.1 % (10.46 and
+/// 8.74 % at 0.3; `exp transfer-check`, 2026-12-08).
 pub const GEMM_WEIGHT: f64 = 0.3;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
