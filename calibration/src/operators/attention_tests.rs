@@ -28,6 +28,21 @@ fn dram_only() -> OperatorParams {
     }
 }
 
+/// [`hard_max`] with decode attention priced by its waves alone: no
+/// shared cost per block or key, no kernel latency; a wave is 3 µs plus
+/// 200 ns a warp's key.
+fn waves_only() -> OperatorParams {
+    OperatorParams {
+        decode_block_cost: 0.0,
+        decode_key_cost: 0.0,
+        decode_kv_key_cost: 0.0,
+        attention_latency: 0.0,
+        decode_wave_latency: 3e-6,
+        decode_warp_key_latency: 200e-9,
+        ..hard_max()
+    }
+}
+
 /// The H200 with bandwidth to spare, so that the SMs' work sets a
 /// decode's time.
 fn sm_bound_h200() -> GpuSpec {
@@ -227,35 +242,28 @@ fn on_an_sm_that_holds_several_blocks_the_longest_runs_beside_the_others_waves()
     // work is the longer of the two waves of mean blocks and the longest
     // block alone, not their sum.
     let m = qwen3_8b();
-    let p = OperatorParams {
-        decode_block_cost: 0.0,
-        decode_key_cost: 0.0,
-        decode_kv_key_cost: 0.0,
-        attention_latency: 0.0,
-        decode_wave_latency: 3e-6,
-        decode_warp_key_latency: 200e-9,
-        ..hard_max()
-    };
+    let p = waves_only();
     let gpu = sm_bound_h200();
     let wave = |keys: f64| p.decode_wave_latency + keys / 4.0 * p.decode_warp_key_latency;
-    for longest in [2047, 399] {
+    // The layer's time, the longest block's wave and two of the mean block's.
+    let waves_of = |longest| {
         let mut seqs = vec![seq(1, 299); 63];
         seqs.push(seq(1, longest));
         let w = decode_work(&m, &BatchShape { seqs }, true);
         assert_eq!((w.blocks, w.splits, w.blocks_per_sm), (512, 1, 3));
-        let mean = w.keys * 8.0 / 512.0;
-        let expected = (2.0 * wave(mean)).max(wave(w.max_keys));
         let t = decode_seconds(&p, &m, &gpu, &w);
+        (t, wave(w.max_keys), 2.0 * wave(w.keys * 8.0 / 512.0))
+    };
+    for longest in [2047, 399] {
+        let (t, alone, two) = waves_of(longest);
+        let expected = two.max(alone);
         assert!((t - expected).abs() < 1e-9 * t, "{longest}: {t} {expected}");
     }
     // At 2,048 keys the longest block is the longer; at 400 the waves are.
-    let w = |longest| {
-        let mut seqs = vec![seq(1, 299); 63];
-        seqs.push(seq(1, longest));
-        decode_work(&m, &BatchShape { seqs }, true)
-    };
-    assert!(wave(w(2047).max_keys) > 2.0 * wave(w(2047).keys * 8.0 / 512.0));
-    assert!(wave(w(399).max_keys) < 2.0 * wave(w(399).keys * 8.0 / 512.0));
+    let (_, alone, two) = waves_of(2047);
+    assert!(alone > two, "{alone} {two}");
+    let (_, alone, two) = waves_of(399);
+    assert!(alone < two, "{alone} {two}");
 }
 
 #[test]
@@ -421,15 +429,7 @@ fn decode_blocks_run_in_waves_of_what_fits_on_an_sm() {
     // qwen3-8b (group 4): batch 64 at 300 keys, 512 unsplit 4-warp blocks
     // of 167 registers, 3 an SM. The wave's length sets the work.
     let m = qwen3_8b();
-    let p = OperatorParams {
-        decode_block_cost: 0.0,
-        decode_key_cost: 0.0,
-        decode_kv_key_cost: 0.0,
-        attention_latency: 0.0,
-        decode_wave_latency: 3e-6,
-        decode_warp_key_latency: 200e-9,
-        ..hard_max()
-    };
+    let p = waves_only();
     let batch = BatchShape {
         seqs: vec![seq(1, 299); 64],
     };
