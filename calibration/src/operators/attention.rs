@@ -290,14 +290,14 @@ pub fn decode_seconds(p: &OperatorParams, m: &ModelShape, gpu: &GpuSpec, w: &Dec
     // tens to 3,200 keys) came out with an ITL median 13.5 % long on the
     // H200 and 8.3 % on the H100; beside them, −1.3 and −3.8 %
     // (`results/h200/validate_operators/reprice/`).
-    let waves = (per_sm as usize).div_ceil(w.blocks_per_sm.max(1));
+    let waves = (per_sm as usize).div_ceil(w.blocks_per_sm.max(1)).max(1) as f64;
     let warps = w.warps_per_block.max(1) as f64;
     let wave = |keys: f64| p.decode_wave_latency + keys / warps * p.decode_warp_key_latency;
     let longest = wave(longest_keys.max(kv_keys));
     let in_waves = if w.blocks_per_sm > 1 {
-        (waves.max(1) as f64 * wave(kv_keys)).max(longest)
+        (waves * wave(kv_keys)).max(longest)
     } else {
-        (waves.max(1) - 1) as f64 * wave(kv_keys) + longest
+        (waves - 1.0) * wave(kv_keys) + longest
     };
     let work = smooth_max(shared, in_waves, WAVE_EXPONENT);
     p.attention_latency
